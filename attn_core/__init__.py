@@ -1,0 +1,49 @@
+"""attn_core: the maths, figures and explorers of the course "Attention, worked out".
+
+The maths modules are pure numpy and never print or plot:
+
+* :mod:`attn_core.softmax`   -- stable softmax and its Jacobian
+* :mod:`attn_core.attention` -- scores and scaled dot-product attention
+* :mod:`attn_core.masks`     -- causal, padding and sliding-window masks
+* :mod:`attn_core.multihead` -- splitting into heads, multi-head attention
+* :mod:`attn_core.flash`     -- tiled attention with an online softmax
+* :mod:`attn_core.cost`      -- cells, FLOPs, bytes and timing of attention
+* :mod:`attn_core.examples`  -- the article's inputs and seeded random inputs
+"""
+
+from . import examples
+from .attention import MASKED_SCORE, attention, scores
+from .cost import (attention_flops, loglog_slope, median_time, peak_memory, projection_flops,
+                   score_matrix_bytes, score_matrix_cells)
+from .flash import DEFAULT_BLOCK_SIZE, TileStep, flash_attention, flash_attention_steps
+from .masks import causal_mask, padding_mask, window_mask
+from .multihead import merge_heads, multi_head_attention, split_heads
+from .softmax import softmax, softmax_jacobian
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_BLOCK_SIZE",
+    "MASKED_SCORE",
+    "TileStep",
+    "attention",
+    "attention_flops",
+    "causal_mask",
+    "examples",
+    "flash_attention",
+    "flash_attention_steps",
+    "loglog_slope",
+    "median_time",
+    "merge_heads",
+    "multi_head_attention",
+    "padding_mask",
+    "peak_memory",
+    "projection_flops",
+    "score_matrix_bytes",
+    "score_matrix_cells",
+    "scores",
+    "softmax",
+    "softmax_jacobian",
+    "split_heads",
+    "window_mask",
+]

@@ -1,0 +1,102 @@
+"""Checks at the API boundary, so bad input fails with a sentence, not a numpy traceback.
+
+Every public maths function calls these before doing any arithmetic. Each error names the
+argument, says what was expected and what was given.
+"""
+
+import numbers
+
+import numpy as np
+
+_FLOAT_KINDS = "fiub"  # float, signed int, unsigned int, bool: all convertible to float
+
+
+def as_float_array(x, name, *, min_ndim=0, allow_neg_inf=False):
+    """Return ``x`` as a floating ndarray, after checking its type, rank and values.
+
+    Integer and boolean input becomes float64; float32 and float64 are kept as they are.
+    NaN and +inf are always refused; -inf only where ``allow_neg_inf`` (masked scores).
+    """
+    if isinstance(x, (str, bytes)) or x is None:
+        raise TypeError(f"{name} must be an array of numbers, got {type(x).__name__}")
+    try:
+        arr = np.asarray(x)
+    except (ValueError, TypeError) as exc:  # ragged nested lists
+        raise TypeError(f"{name} must be a rectangular array of numbers ({exc})") from None
+    if arr.dtype.kind not in _FLOAT_KINDS:
+        raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+    if arr.dtype.kind != "f" or arr.dtype == np.float16:
+        arr = arr.astype(np.float64)
+    if arr.ndim < min_ndim:
+        what = "a matrix" if min_ndim == 2 else f"an array of rank >= {min_ndim}"
+        raise ValueError(
+            f"{name} must be {what} with shape (..., n, d) (rank >= {min_ndim}), "
+            f"got shape {arr.shape} (rank {arr.ndim})"
+        )
+    check_finite(arr, name, allow_neg_inf=allow_neg_inf)
+    return arr
+
+
+def check_finite(arr, name, *, allow_neg_inf=False):
+    """Raise ValueError if ``arr`` holds NaN or +inf (or -inf unless allowed)."""
+    if allow_neg_inf:
+        bad = np.isnan(arr) | np.isposinf(arr)
+        expected = "finite values or -inf"
+    else:
+        bad = ~np.isfinite(arr)
+        expected = "finite values"
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"{name} must hold {expected}, got {arr[first]} at index {first} "
+            f"({int(bad.sum())} non-finite value(s) in all)"
+        )
+
+
+def check_mask(mask, target_shape, name="mask"):
+    """Return ``mask`` as a bool ndarray broadcastable to ``target_shape``."""
+    arr = np.asarray(mask)
+    if arr.dtype != np.bool_:
+        raise TypeError(
+            f"{name} must be a boolean array (True where a query may attend), "
+            f"got dtype {arr.dtype}; build one with causal_mask(n) or compare, e.g. m != 0"
+        )
+    try:
+        np.broadcast_shapes(arr.shape, tuple(target_shape))
+    except ValueError:
+        raise ValueError(
+            f"{name} of shape {arr.shape} is not broadcastable to the scores' shape "
+            f"{tuple(target_shape)} (..., n_q, n_k)"
+        ) from None
+    return arr
+
+
+def check_positive_int(value, name, *, minimum=1):
+    """Return ``value`` as an int after checking it is an integer >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
+    return int(value)
+
+
+def check_scale(scale, d_k):
+    """Return the score scale: 1/sqrt(d_k) when None, else a checked positive number."""
+    if scale is None:
+        return 1.0 / np.sqrt(d_k)
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise TypeError(f"scale must be a positive real number or None, got {scale!r}")
+    if not np.isfinite(scale) or scale <= 0:
+        raise ValueError(f"scale must be a positive finite number, got {scale}")
+    return float(scale)
+
+
+def batch_shape(name_shapes):
+    """Broadcast the leading (batch) dimensions of several (..., n, d) arrays."""
+    try:
+        return np.broadcast_shapes(*(shape[:-2] for shape in name_shapes.values()))
+    except ValueError:
+        given = ", ".join(f"{n} {s}" for n, s in name_shapes.items())
+        raise ValueError(
+            f"the leading (batch) dimensions must broadcast against each other, got {given}"
+        ) from None

@@ -1,0 +1,129 @@
+"""Scaled dot-product attention: scores, softmax, weighted sum of values."""
+
+import numpy as np
+
+from ._validate import as_float_array, batch_shape, check_mask, check_scale
+from .softmax import stable_softmax
+
+#: The score given to a position a query may not attend to. exp(-inf) is exactly 0, so
+#: a masked position gets exactly zero weight and the other weights still sum to 1.
+MASKED_SCORE = -np.inf
+
+
+def _check_qk(q, k):
+    q = as_float_array(q, "q", min_ndim=2)
+    k = as_float_array(k, "k", min_ndim=2)
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            "q and k must have the same last dimension d_k (each query is compared with each "
+            f"key by a dot product), got q of shape {q.shape} and k of shape {k.shape}"
+        )
+    batch_shape({"q": q.shape, "k": k.shape})
+    return q, k
+
+
+def scores(q, k, scale=None):
+    """Scaled dot products of every query with every key.
+
+    Parameters
+    ----------
+    q : (..., n_q, d_k) array_like
+        Queries, one row per position.
+    k : (..., n_k, d_k) array_like
+        Keys, one row per position.
+    scale : float, optional
+        Factor applied to every dot product; default ``1 / sqrt(d_k)``. Pass ``1.0`` for
+        the raw, unscaled scores.
+
+    Returns
+    -------
+    s : (..., n_q, n_k) ndarray
+        ``s[..., i, j]`` is how well query ``i`` matches key ``j``.
+
+    Notes
+    -----
+    .. math:: S = \\mathrm{scale} \\cdot Q K^\\top, \\qquad
+              S_{ij} = \\mathrm{scale} \\sum_{c} Q_{ic} K_{jc}
+
+    Examples
+    --------
+    >>> q = [[1.0, 0.5], [0.2, 1.4]]
+    >>> k = [[1.1, 0.4], [0.3, 1.2]]
+    >>> scores(q, k, scale=1.0)
+    array([[1.3 , 0.9 ],
+           [0.78, 1.74]])
+    """
+    q, k = _check_qk(q, k)
+    return _scores(q, k, check_scale(scale, q.shape[-1]))
+
+
+def _scores(q, k, scale):
+    s = q @ k.swapaxes(-1, -2)  # (..., n_q, d_k) @ (..., d_k, n_k) -> (..., n_q, n_k)
+    s *= s.dtype.type(scale)
+    return s
+
+
+def attention(q, k, v, mask=None, scale=None):
+    """Scaled dot-product attention: ``softmax(Q K^T / sqrt(d_k)) V``.
+
+    Parameters
+    ----------
+    q : (..., n_q, d_k) array_like
+        Queries: what each position is looking for.
+    k : (..., n_k, d_k) array_like
+        Keys: what each position offers to be matched against.
+    v : (..., n_k, d_v) array_like
+        Values: what each position contributes when it is attended to.
+    mask : (..., n_q, n_k) bool array_like, optional
+        True where query ``i`` may attend to key ``j``; broadcastable to the scores'
+        shape (a ``(n_q, n_k)`` mask applies to every batch element). Masked scores are
+        set to ``-inf`` *before* the softmax, so their weight is exactly 0 and each row
+        still sums to 1. A row with no allowed key gets all-zero weights and a zero output.
+    scale : float, optional
+        Score scale; default ``1 / sqrt(d_k)``.
+
+    Returns
+    -------
+    out : (..., n_q, d_v) ndarray
+        Each row is the weighted average of the value rows.
+    weights : (..., n_q, n_k) ndarray
+        The attention weights (the "attention map"); each row sums to 1 (or is all 0 if
+        fully masked).
+
+    Notes
+    -----
+    .. math:: \\mathrm{Attention}(Q, K, V) =
+              \\mathrm{softmax}\\!\\left(\\frac{Q K^\\top}{\\sqrt{d_k}}\\right) V
+
+    Integer input is computed in float64; float32 and float64 are kept.
+
+    Examples
+    --------
+    >>> q = k = [[1.0, 0.0], [0.0, 1.0]]
+    >>> v = [[1.0, 2.0], [3.0, 4.0]]
+    >>> out, weights = attention(q, k, v, scale=np.log(3.0))
+    >>> weights
+    array([[0.75, 0.25],
+           [0.25, 0.75]])
+    >>> out
+    array([[1.5, 2.5],
+           [2.5, 3.5]])
+    >>> out, weights = attention(q, k, v, mask=np.tril(np.ones((2, 2), dtype=bool)))
+    >>> weights[0]
+    array([1., 0.])
+    """
+    q, k = _check_qk(q, k)
+    v = as_float_array(v, "v", min_ndim=2)
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            "k and v must have the same number of positions n_k (one value per key), "
+            f"got k of shape {k.shape} and v of shape {v.shape}"
+        )
+    batch_shape({"q": q.shape, "k": k.shape, "v": v.shape})
+    s = _scores(q, k, check_scale(scale, q.shape[-1]))
+    if mask is not None:
+        mask = check_mask(mask, s.shape)
+        s = np.where(mask, s, s.dtype.type(MASKED_SCORE))
+    weights = stable_softmax(s, axis=-1)
+    out = weights @ v  # (..., n_q, n_k) @ (..., n_k, d_v) -> (..., n_q, d_v)
+    return out, weights

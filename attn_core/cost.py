@@ -1,0 +1,193 @@
+"""What attention costs: score-matrix cells, floating-point operations, bytes and time."""
+
+import time
+import tracemalloc
+
+import numpy as np
+
+from ._validate import check_positive_int
+
+
+def _dtype_size(dtype):
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype must be a numpy dtype such as 'float32', got {dtype!r}") from None
+    if dt.kind != "f":
+        raise ValueError(f"dtype must be a floating dtype, got {dt}")
+    return dt.itemsize
+
+
+def score_matrix_cells(n, h=1, batch=1):
+    """Number of entries in the score (or weight) matrices: ``batch * h * n * n``.
+
+    Parameters
+    ----------
+    n : int
+        Sequence length.
+    h, batch : int, optional
+        Heads and batch size, default 1.
+
+    Returns
+    -------
+    cells : int
+
+    Notes
+    -----
+    .. math:: \\text{cells} = b \\, h \\, n^2
+
+    Examples
+    --------
+    >>> score_matrix_cells(512)
+    262144
+    >>> score_matrix_cells(2048) // score_matrix_cells(512)
+    16
+    """
+    n, h, batch = (check_positive_int(x, name) for x, name in ((n, "n"), (h, "h"), (batch, "batch")))
+    return batch * h * n * n
+
+
+def score_matrix_bytes(n, h=1, batch=1, dtype="float32"):
+    """Bytes needed to hold the score matrices at once: ``cells * itemsize``.
+
+    Parameters
+    ----------
+    n, h, batch : int
+    dtype : numpy dtype, optional
+        Floating dtype of the scores (default float32, 4 bytes).
+
+    Returns
+    -------
+    nbytes : int
+
+    Examples
+    --------
+    >>> score_matrix_bytes(32768) / 2**30
+    4.0
+    """
+    return score_matrix_cells(n, h, batch) * _dtype_size(dtype)
+
+
+def attention_flops(n, d_model, h=1, n_k=None):
+    """Multiply-adds of attention itself (scores and weighted sum), counted as 2 FLOPs each.
+
+    Parameters
+    ----------
+    n : int
+        Number of queries.
+    d_model : int
+        Total width over all heads (``h * d_k``); must be divisible by ``h``.
+    h : int, optional
+        Heads. The count does not depend on ``h``: each head does ``1/h`` of the work.
+    n_k : int, optional
+        Number of keys, default ``n``.
+
+    Returns
+    -------
+    flops : dict
+        ``{"scores": 2 n n_k d_model, "softmax": 5 h n n_k, "weighted_sum": 2 n n_k d_model,
+        "total": ...}``; the softmax term counts max, subtract, exp, sum and divide once each.
+
+    Notes
+    -----
+    Per head, ``Q_i K_i^T`` is ``n * n_k * d_k`` multiply-adds; over ``h`` heads that is
+    ``n * n_k * h * d_k = n * n_k * d_model``, the same for every ``h``.
+
+    Examples
+    --------
+    >>> attention_flops(512, 512, h=8)["scores"] == attention_flops(512, 512, h=1)["scores"]
+    True
+    """
+    n = check_positive_int(n, "n")
+    d_model = check_positive_int(d_model, "d_model")
+    h = check_positive_int(h, "h")
+    n_k = n if n_k is None else check_positive_int(n_k, "n_k")
+    if d_model % h:
+        raise ValueError(f"d_model = {d_model} must be divisible by h, got h = {h}")
+    qk = 2 * n * n_k * d_model
+    soft = 5 * h * n * n_k
+    return {"scores": qk, "softmax": soft, "weighted_sum": qk, "total": 2 * qk + soft}
+
+
+def projection_flops(n, d_model):
+    """FLOPs of the four ``(d_model, d_model)`` projections (Q, K, V and output): ``8 n d^2``.
+
+    Examples
+    --------
+    >>> projection_flops(4, 8)
+    2048
+    """
+    n = check_positive_int(n, "n")
+    d_model = check_positive_int(d_model, "d_model")
+    return 4 * 2 * n * d_model * d_model
+
+
+def median_time(fn, *args, repeat=5, **kwargs):
+    """Median wall time in seconds of ``fn(*args, **kwargs)`` over ``repeat`` calls.
+
+    One untimed warm-up call comes first. Uses ``time.perf_counter``.
+
+    Examples
+    --------
+    >>> median_time(sum, [1, 2, 3], repeat=3) >= 0
+    True
+    """
+    repeat = check_positive_int(repeat, "repeat")
+    fn(*args, **kwargs)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn(*args, **kwargs)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def peak_memory(fn, *args, **kwargs):
+    """Peak bytes allocated (as traced by ``tracemalloc``) during ``fn(*args, **kwargs)``.
+
+    numpy reports its array buffers to tracemalloc, so this measures the arrays a function
+    creates, including temporaries, above what existed before the call.
+
+    Examples
+    --------
+    >>> peak_memory(np.zeros, 1_000_000) >= 8_000_000
+    True
+    """
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base, _ = tracemalloc.get_traced_memory()
+    try:
+        fn(*args, **kwargs)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+    return peak - base
+
+
+def loglog_slope(x, y):
+    """Slope of the least-squares line through ``(log x, log y)``: the exponent ``p`` in ``y ~ x^p``.
+
+    Parameters
+    ----------
+    x, y : (m,) array_like of positive numbers, m >= 2
+
+    Returns
+    -------
+    slope : float
+
+    Examples
+    --------
+    >>> round(loglog_slope([1, 2, 4, 8], [3, 12, 48, 192]), 6)
+    2.0
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if x.ndim != 1 or x.shape != y.shape or x.size < 2:
+        raise ValueError(f"x and y must be 1-D of equal length >= 2, got shapes {x.shape} and {y.shape}")
+    if (x <= 0).any() or (y <= 0).any():
+        raise ValueError("x and y must be positive to take logarithms")
+    slope, _ = np.polyfit(np.log(x), np.log(y), 1)
+    return float(slope)

@@ -1,0 +1,233 @@
+"""Tiled attention with an online softmax (the idea behind FlashAttention).
+
+Plain attention builds the whole ``(n_q, n_k)`` score matrix. Here the queries are cut
+into blocks and, for each query block, the keys and values are visited one block at a
+time. Each query row keeps three running quantities:
+
+* ``m``: the largest score seen so far (the softmax's shift),
+* ``l``: the sum of ``exp(score - m)`` over the keys seen so far,
+* ``acc``: the sum of ``exp(score - m) * value`` over the keys seen so far.
+
+When a new tile raises the maximum from ``m`` to ``m'``, the old sums were computed
+relative to ``m``; multiplying them by ``exp(m - m')`` re-expresses them relative to
+``m'``. After the last tile, ``acc / l`` is exactly ``softmax(scores) @ V``. Only one
+``(block, block)`` tile of scores exists at any time.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._validate import as_float_array, batch_shape, check_mask, check_positive_int, check_scale
+
+#: Default tile edge. 64 keeps a float64 tile (32 KiB) and its neighbours in L1/L2 cache.
+DEFAULT_BLOCK_SIZE = 64
+
+
+@dataclass(frozen=True)
+class TileStep:
+    """The state of the online softmax right after one tile was processed.
+
+    Attributes
+    ----------
+    rows, cols : slice
+        The query rows and key columns of this tile.
+    skipped : bool
+        True if the tile lies entirely above the causal diagonal and was not computed.
+    tile_scores : (..., len(rows), len(cols)) ndarray or None
+        The scaled, masked scores of this tile (None when skipped).
+    running_max : (..., n_q) ndarray
+        ``m`` for every query row (``-inf`` for rows not reached yet).
+    running_sum : (..., n_q) ndarray
+        ``l`` for every query row (0 for rows not reached yet).
+    partial_output : (..., n_q, d_v) ndarray
+        ``acc / l`` for every row: the output as if the keys seen so far were all keys.
+    tile_elements : int
+        Score elements held in memory for this tile: ``len(rows) * len(cols)``.
+    """
+
+    rows: slice
+    cols: slice
+    skipped: bool
+    tile_scores: object
+    running_max: np.ndarray
+    running_sum: np.ndarray
+    partial_output: np.ndarray
+    tile_elements: int
+
+
+def _check_inputs(q, k, v, block_size, causal, mask, scale):
+    q = as_float_array(q, "q", min_ndim=2)
+    k = as_float_array(k, "k", min_ndim=2)
+    v = as_float_array(v, "v", min_ndim=2)
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q and k must have the same last dimension d_k, got q of shape {q.shape} "
+            f"and k of shape {k.shape}"
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k and v must have the same number of positions n_k, got k of shape {k.shape} "
+            f"and v of shape {v.shape}"
+        )
+    lead = batch_shape({"q": q.shape, "k": k.shape, "v": v.shape})
+    block_size = check_positive_int(block_size, "block_size")
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"causal must be True or False, got {causal!r}")
+    scores_shape = (*lead, q.shape[-2], k.shape[-2])
+    if mask is not None:
+        mask = check_mask(mask, scores_shape)
+        lead = np.broadcast_shapes(lead, mask.shape[:-2])
+        mask = np.broadcast_to(mask, (*lead, q.shape[-2], k.shape[-2]))  # a view, no copy
+    return q, k, v, block_size, bool(causal), mask, check_scale(scale, q.shape[-1]), lead
+
+
+def _query_block(q_blk, k, v, rows, block_size, causal, mask, scale, on_tile=None):
+    """Run the online softmax for one block of query rows over every key block.
+
+    Returns ``(m, l, acc)`` with shapes ``(..., b), (..., b), (..., b, d_v)``.
+    """
+    lead = np.broadcast_shapes(q_blk.shape[:-2], k.shape[:-2], v.shape[:-2])
+    dtype = np.result_type(q_blk, k, v)
+    b, n_k = q_blk.shape[-2], k.shape[-2]
+    m = np.full((*lead, b), -np.inf, dtype=dtype)
+    l = np.zeros((*lead, b), dtype=dtype)
+    acc = np.zeros((*lead, b, v.shape[-1]), dtype=dtype)
+    for j0 in range(0, n_k, block_size):
+        cols = slice(j0, min(j0 + block_size, n_k))
+        if causal and j0 > rows.stop - 1:  # every key in the tile is after every query
+            if on_tile:
+                on_tile(cols, None, m, l, acc)
+            continue
+        s = q_blk @ k[..., cols, :].swapaxes(-1, -2)  # (..., b, d_k) @ (..., d_k, bk) -> (..., b, bk)
+        s *= dtype.type(scale)
+        allowed = None
+        if causal:
+            allowed = np.arange(cols.start, cols.stop) <= np.arange(rows.start, rows.stop)[:, None]
+        if mask is not None:
+            tile_mask = mask[..., rows, cols]
+            allowed = tile_mask if allowed is None else allowed & tile_mask
+        if allowed is not None:
+            s = np.where(allowed, s, dtype.type(-np.inf))
+        m_new = np.maximum(m, s.max(axis=-1))  # (..., b)
+        shift = np.where(np.isfinite(m_new), m_new, 0)  # rows with nothing allowed yet
+        p = np.exp(s - shift[..., None])  # (..., b, bk); masked scores give exactly 0
+        rescale = np.exp(m - shift)  # (..., b); 0 where m was -inf
+        l = rescale * l + p.sum(axis=-1)
+        acc = rescale[..., None] * acc + p @ v[..., cols, :]  # (..., b, bk) @ (..., bk, d_v)
+        m = m_new
+        if on_tile:
+            on_tile(cols, s, m, l, acc)
+    return m, l, acc
+
+
+def _normalise(acc, l):
+    """``acc / l`` row by row, 0 for rows with no allowed key (l = 0)."""
+    return np.divide(acc, l[..., None], out=np.zeros_like(acc), where=l[..., None] > 0)
+
+
+def flash_attention(q, k, v, block_size=DEFAULT_BLOCK_SIZE, causal=False, mask=None, scale=None):
+    """Attention computed tile by tile, never building the full score matrix.
+
+    Parameters
+    ----------
+    q : (..., n_q, d_k) array_like
+    k : (..., n_k, d_k) array_like
+    v : (..., n_k, d_v) array_like
+    block_size : int, optional
+        Edge of a tile: query rows per block and key columns per block, >= 1. Any value
+        works (1, or more than n); it changes speed and memory, never the result.
+    causal : bool, optional
+        If True, query ``i`` attends only to keys ``j <= i``; tiles entirely above the
+        diagonal are skipped without computing them.
+    mask : (..., n_q, n_k) bool array_like, optional
+        True where a query may attend (combined with ``causal`` by ``&``).
+    scale : float, optional
+        Score scale; default ``1 / sqrt(d_k)``.
+
+    Returns
+    -------
+    out : (..., n_q, d_v) ndarray
+        Equal to ``attention(q, k, v, mask, scale)[0]`` up to rounding. Rows with no
+        allowed key are 0, as in :func:`attention`. The weights are never formed.
+
+    Notes
+    -----
+    Per query row, for each key tile ``T`` with scores ``s_T``:
+
+    .. math:: m' = \\max(m, \\max s_T), \\quad
+              l' = e^{m - m'} l + \\textstyle\\sum e^{s_T - m'}, \\quad
+              a' = e^{m - m'} a + e^{s_T - m'} V_T
+
+    and finally ``out = a / l``. Peak extra memory is ``O(block_size^2 + n d)`` instead of
+    ``O(n^2)``.
+
+    Examples
+    --------
+    >>> from attn_core.attention import attention
+    >>> rng = np.random.default_rng(0)
+    >>> q, k, v = rng.standard_normal((3, 10, 4))
+    >>> out = flash_attention(q, k, v, block_size=3, causal=True)
+    >>> reference, _ = attention(q, k, v, mask=np.tri(10, dtype=bool))
+    >>> bool(np.allclose(out, reference, rtol=0, atol=1e-12))
+    True
+    """
+    q, k, v, block_size, causal, mask, scale, lead = _check_inputs(
+        q, k, v, block_size, causal, mask, scale)
+    n_q = q.shape[-2]
+    out = np.empty((*lead, n_q, v.shape[-1]), dtype=np.result_type(q, k, v))
+    for i0 in range(0, n_q, block_size):
+        rows = slice(i0, min(i0 + block_size, n_q))
+        _, l, acc = _query_block(q[..., rows, :], k, v, rows, block_size, causal, mask, scale)
+        out[..., rows, :] = _normalise(acc, l)
+    return out
+
+
+def flash_attention_steps(q, k, v, block_size=DEFAULT_BLOCK_SIZE, causal=False, mask=None,
+                          scale=None):
+    """Step through :func:`flash_attention` one tile at a time.
+
+    Same parameters as :func:`flash_attention`. Query blocks are visited in order and,
+    inside each, key blocks in order (the loop order of FlashAttention-2).
+
+    Returns
+    -------
+    steps : list of TileStep
+        One entry per tile, skipped tiles included, holding copies of the running max,
+        running sum and normalised partial output of every query row after that tile.
+        The last step's ``partial_output`` equals ``flash_attention(...)``.
+
+    Examples
+    --------
+    >>> q = k = v = np.eye(4)
+    >>> steps = flash_attention_steps(q, k, v, block_size=2)
+    >>> len(steps), steps[0].rows, steps[0].cols
+    (4, slice(0, 2, None), slice(0, 2, None))
+    >>> steps[0].running_max[2:]
+    array([-inf, -inf])
+    >>> bool(np.allclose(steps[-1].running_sum[:2], steps[1].running_sum[:2]))
+    True
+    """
+    q, k, v, block_size, causal, mask, scale, lead = _check_inputs(
+        q, k, v, block_size, causal, mask, scale)
+    n_q = q.shape[-2]
+    dtype = np.result_type(q, k, v)
+    m_all = np.full((*lead, n_q), -np.inf, dtype=dtype)
+    l_all = np.zeros((*lead, n_q), dtype=dtype)
+    out_all = np.zeros((*lead, n_q, v.shape[-1]), dtype=dtype)
+    steps = []
+    for i0 in range(0, n_q, block_size):
+        rows = slice(i0, min(i0 + block_size, n_q))
+
+        def record(cols, s, m, l, acc, rows=rows):
+            m_all[..., rows], l_all[..., rows] = m, l
+            out_all[..., rows, :] = _normalise(acc, l)
+            steps.append(TileStep(
+                rows=rows, cols=cols, skipped=s is None,
+                tile_scores=None if s is None else s.copy(),
+                running_max=m_all.copy(), running_sum=l_all.copy(),
+                partial_output=out_all.copy(),
+                tile_elements=0 if s is None else s.shape[-2] * s.shape[-1]))
+
+        _query_block(q[..., rows, :], k, v, rows, block_size, causal, mask, scale, record)
+    return steps

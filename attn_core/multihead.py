@@ -1,0 +1,197 @@
+"""Multi-head attention: h attentions side by side on slices of the model dimension."""
+
+import numpy as np
+
+from ._validate import as_float_array, check_mask, check_positive_int
+from .attention import MASKED_SCORE, _scores
+from .softmax import stable_softmax
+
+
+def _divisors(d):
+    return [h for h in range(1, d + 1) if d % h == 0]
+
+
+def _check_heads(d, h, name):
+    h = check_positive_int(h, "h")
+    if d % h:
+        raise ValueError(
+            f"{name} = {d} must be divisible by the head count h, got h = {h}; "
+            f"head counts that divide {d}: {_divisors(d)}"
+        )
+    return h
+
+
+def split_heads(x, h):
+    """Split the last dimension into ``h`` heads and move the head axis forward.
+
+    Parameters
+    ----------
+    x : (..., n, d_model) array_like
+        One row per position; ``d_model`` must be divisible by ``h``.
+    h : int
+        Number of heads, >= 1.
+
+    Returns
+    -------
+    heads : (..., h, n, d_model // h) ndarray
+        ``heads[..., i, :, :]`` is columns ``i*d_k .. (i+1)*d_k - 1`` of ``x``.
+
+    Notes
+    -----
+    .. math:: \\mathrm{head}_i = X_{:,\\, i d_k : (i+1) d_k}, \\quad d_k = d_{model} / h
+
+    Examples
+    --------
+    >>> x = np.arange(8.0).reshape(2, 4)
+    >>> split_heads(x, 2)
+    array([[[0., 1.],
+            [4., 5.]],
+    <BLANKLINE>
+           [[2., 3.],
+            [6., 7.]]])
+    """
+    x = as_float_array(x, "x", min_ndim=2)
+    h = _check_heads(x.shape[-1], h, "d_model (the last dimension of x)")
+    return _split(x, h)
+
+
+def _split(x, h):
+    *lead, n, d = x.shape
+    x = x.reshape(*lead, n, h, d // h)  # (..., n, d_model) -> (..., n, h, d_k)
+    return x.swapaxes(-3, -2)  # (..., n, h, d_k) -> (..., h, n, d_k)
+
+
+def merge_heads(x):
+    """Concatenate the heads back into one row per position (inverse of :func:`split_heads`).
+
+    Parameters
+    ----------
+    x : (..., h, n, d_k) array_like
+        Per-head rows.
+
+    Returns
+    -------
+    merged : (..., n, h * d_k) ndarray
+        Head ``i`` fills columns ``i*d_k .. (i+1)*d_k - 1``.
+
+    Notes
+    -----
+    .. math:: \\mathrm{Concat}(\\mathrm{head}_1, \\dots, \\mathrm{head}_h)
+
+    Examples
+    --------
+    >>> x = np.arange(8.0).reshape(2, 4)
+    >>> np.array_equal(merge_heads(split_heads(x, 2)), x)
+    True
+    """
+    x = as_float_array(x, "x", min_ndim=3)
+    return _merge(x)
+
+
+def _merge(x):
+    *lead, h, n, d_k = x.shape
+    x = x.swapaxes(-3, -2)  # (..., h, n, d_k) -> (..., n, h, d_k)
+    return x.reshape(*lead, n, h * d_k)  # (..., n, h, d_k) -> (..., n, h * d_k)
+
+
+def _check_weight(w, name, rows):
+    w = as_float_array(w, name, min_ndim=2)
+    if w.ndim != 2 or w.shape[0] != rows:
+        raise ValueError(f"{name} must have shape ({rows}, d_out), got shape {w.shape}")
+    return w
+
+
+def _check_biases(biases, widths):
+    names = ("b_q", "b_k", "b_v", "b_o")
+    if biases is None:
+        return (None,) * 4
+    if isinstance(biases, dict):
+        unknown = set(biases) - {"q", "k", "v", "o"}
+        if unknown:
+            raise ValueError(f"biases keys must be among 'q', 'k', 'v', 'o', got {sorted(unknown)}")
+        biases = [biases.get(key) for key in "qkvo"]
+    if len(biases) != 4:
+        raise ValueError(f"biases must be (b_q, b_k, b_v, b_o), got {len(biases)} items")
+    checked = []
+    for b, name, width in zip(biases, names, widths):
+        if b is not None:
+            b = as_float_array(b, name, min_ndim=1)
+            if b.shape != (width,):
+                raise ValueError(f"{name} must have shape ({width},), got shape {b.shape}")
+        checked.append(b)
+    return tuple(checked)
+
+
+def multi_head_attention(x, w_q, w_k, w_v, w_o, h, mask=None, biases=None):
+    """Self-attention with ``h`` heads, concatenated and projected by ``w_o``.
+
+    Parameters
+    ----------
+    x : (..., n, d_model) array_like
+        Token representations.
+    w_q, w_k : (d_model, h * d_k) array_like
+        Query and key projections (``Q = x @ w_q``); ``h`` must divide their width.
+    w_v : (d_model, h * d_v) array_like
+        Value projection.
+    w_o : (h * d_v, d_out) array_like
+        Output projection applied to the concatenated heads.
+    h : int
+        Number of heads, >= 1.
+    mask : (..., h, n, n) bool array_like, optional
+        True where query ``i`` may attend to key ``j``; broadcastable to the weights'
+        shape, so a ``(n, n)`` causal mask applies to every head.
+    biases : tuple (b_q, b_k, b_v, b_o) or dict with keys 'q', 'k', 'v', 'o', optional
+        Bias vectors added after each projection; any may be None.
+
+    Returns
+    -------
+    out : (..., n, d_out) ndarray
+        ``Concat(head_1..head_h) @ w_o``.
+    weights : (..., h, n, n) ndarray
+        Each head's attention weights.
+
+    Notes
+    -----
+    .. math:: \\mathrm{head}_i = \\mathrm{softmax}\\!\\left(
+              \\frac{Q_i K_i^\\top}{\\sqrt{d_k}}\\right) V_i, \\quad
+              \\mathrm{MHA}(X) = \\mathrm{Concat}(\\mathrm{head}_1..\\mathrm{head}_h) W_o
+
+    where ``Q_i`` is columns ``i*d_k .. (i+1)*d_k - 1`` of ``X W_q``: one big projection
+    split into slices, which is the same as ``h`` separate ``(d_model, d_k)`` projections.
+    The scale is ``1/sqrt(d_k)`` with the per-head ``d_k``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.standard_normal((5, 8))
+    >>> w_q, w_k, w_v, w_o = rng.standard_normal((4, 8, 8))
+    >>> out, weights = multi_head_attention(x, w_q, w_k, w_v, w_o, h=2)
+    >>> out.shape, weights.shape
+    ((5, 8), (2, 5, 5))
+    >>> np.allclose(weights.sum(axis=-1), 1.0)
+    True
+    """
+    x = as_float_array(x, "x", min_ndim=2)
+    d_model = x.shape[-1]
+    w_q, w_k, w_v = (_check_weight(w, name, d_model) for w, name in
+                     ((w_q, "w_q"), (w_k, "w_k"), (w_v, "w_v")))
+    if w_q.shape != w_k.shape:
+        raise ValueError(f"w_q and w_k must have the same shape, got {w_q.shape} and {w_k.shape}")
+    h = _check_heads(w_q.shape[1], h, "the width of w_q and w_k (h * d_k)")
+    _check_heads(w_v.shape[1], h, "the width of w_v (h * d_v)")
+    w_o = _check_weight(w_o, "w_o", w_v.shape[1])
+    b_q, b_k, b_v, b_o = _check_biases(biases, (w_q.shape[1], w_k.shape[1], w_v.shape[1],
+                                                w_o.shape[1]))
+    q, k, v = (_affine(x, w, b) for w, b in ((w_q, b_q), (w_k, b_k), (w_v, b_v)))
+    q, k, v = _split(q, h), _split(k, h), _split(v, h)  # each (..., h, n, d_head)
+    s = _scores(q, k, 1.0 / np.sqrt(q.shape[-1]))  # (..., h, n, n)
+    if mask is not None:
+        s = np.where(check_mask(mask, s.shape), s, s.dtype.type(MASKED_SCORE))
+    weights = stable_softmax(s, axis=-1)
+    heads = weights @ v  # (..., h, n, n) @ (..., h, n, d_v) -> (..., h, n, d_v)
+    return _affine(_merge(heads), w_o, b_o), weights
+
+
+def _affine(x, w, b):
+    y = x @ w  # (..., n, d_in) @ (d_in, d_out) -> (..., n, d_out)
+    return y if b is None else y + b

@@ -1,0 +1,104 @@
+"""Softmax: turning a row of scores into weights that are positive and sum to 1."""
+
+import numpy as np
+
+from ._validate import as_float_array
+
+
+def softmax(x, axis=-1):
+    """Numerically stable softmax along ``axis``.
+
+    Parameters
+    ----------
+    x : (..., n) array_like
+        Scores. Entries may be ``-inf`` (a masked position, which gets weight exactly 0);
+        NaN and ``+inf`` are refused with a ValueError.
+    axis : int, optional
+        The axis that sums to 1 (default: the last).
+
+    Returns
+    -------
+    p : (..., n) ndarray, same dtype as ``x`` (float64 for integer input)
+        Weights in [0, 1] that sum to 1 along ``axis``. A slice that is entirely ``-inf``
+        (a query that may attend to nothing) gives all zeros, never NaN: there is nothing
+        to distribute, so no weight is handed out.
+
+    Notes
+    -----
+    .. math:: \\mathrm{softmax}(x)_i = \\frac{e^{x_i - m}}{\\sum_j e^{x_j - m}},
+              \\quad m = \\max_j x_j
+
+    Subtracting the maximum changes nothing mathematically (it cancels between numerator
+    and denominator) but keeps every exponent <= 0, so ``exp`` cannot overflow: inputs of
+    1e4 give finite weights.
+
+    Examples
+    --------
+    >>> softmax([1.0, 2.0, 3.0]).round(3)
+    array([0.09 , 0.245, 0.665])
+    >>> softmax([1e4, 1e4])
+    array([0.5, 0.5])
+    >>> softmax([-np.inf, -np.inf])
+    array([0., 0.])
+    """
+    x = as_float_array(x, "x", min_ndim=1, allow_neg_inf=True)
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"axis must be an integer, got {axis!r}")
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"axis must be in [{-x.ndim}, {x.ndim - 1}] for x of rank {x.ndim}, got {axis}")
+    return stable_softmax(x, axis)
+
+
+def stable_softmax(x, axis=-1):
+    """Softmax of an already checked float ndarray (the unchecked core of :func:`softmax`).
+
+    Used inside the package on scores that were built from validated input, so that the
+    hot path does not check the same values twice. Same contract as :func:`softmax`.
+
+    Examples
+    --------
+    >>> stable_softmax(np.array([0.0, np.log(3.0)]))
+    array([0.25, 0.75])
+    """
+    row_max = x.max(axis=axis, keepdims=True)
+    row_max[~np.isfinite(row_max)] = 0  # an all -inf slice: shift by 0, exp gives zeros
+    e = np.exp(x - row_max)
+    total = e.sum(axis=axis, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
+def softmax_jacobian(p):
+    """Jacobian of softmax, given its output ``p``.
+
+    Parameters
+    ----------
+    p : (..., n) array_like
+        Softmax weights (each slice along the last axis sums to 1).
+
+    Returns
+    -------
+    jac : (..., n, n) ndarray
+        ``jac[..., i, j]`` is the derivative of ``p_i`` with respect to the score ``x_j``.
+
+    Notes
+    -----
+    .. math:: \\frac{\\partial p_i}{\\partial x_j} = p_i (\\delta_{ij} - p_j),
+              \\quad J = \\mathrm{diag}(p) - p p^\\top
+
+    When softmax saturates (one ``p_i`` near 1, the rest near 0) every entry of ``J`` is
+    near 0: the gradient that reaches the scores vanishes and learning stalls.
+
+    Examples
+    --------
+    >>> softmax_jacobian([0.5, 0.5])
+    array([[ 0.25, -0.25],
+           [-0.25,  0.25]])
+    >>> float(abs(softmax_jacobian([1.0, 0.0])).max())
+    0.0
+    """
+    p = as_float_array(p, "p", min_ndim=1)
+    outer = p[..., :, None] * p[..., None, :]  # (..., n, 1) * (..., 1, n) -> (..., n, n)
+    diag = np.zeros_like(outer)
+    idx = np.arange(p.shape[-1])
+    diag[..., idx, idx] = p
+    return diag - outer
