@@ -1,0 +1,98 @@
+"""What every exercise check shares: a Feedback object and comparisons with hints.
+
+A check never prints and never reveals the answer: it returns a :class:`Feedback`, whose
+text a notebook shows as the cell's output and whose truth value a test can assert.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+RIGHT = "✔ Right."
+NOT_YET = "✘ Not yet."
+NO_ANSWER = "… No answer yet."
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """The verdict on one answer: ``correct`` and a message (praise or a hint)."""
+
+    correct: bool
+    message: str
+
+    def __bool__(self):
+        return self.correct
+
+    def __repr__(self):
+        return self.message
+
+    __str__ = __repr__
+
+
+def right(why=""):
+    """Feedback for a correct answer, with an optional sentence on why it is right."""
+    return Feedback(True, f"{RIGHT} {why}".strip())
+
+
+def not_yet(hint):
+    """Feedback for a wrong answer, with a hint that points the way without the answer."""
+    return Feedback(False, f"{NOT_YET} Hint: {hint}")
+
+
+def unanswered(hint):
+    """Feedback for an exercise not attempted yet (the answer is still ``None`` or ``...``)."""
+    return Feedback(False, f"{NO_ANSWER} Replace the placeholder with your answer. Hint: {hint}")
+
+
+def is_unanswered(answer):
+    return answer is None or answer is Ellipsis
+
+
+def check_array(answer, expected, *, hint, why="", atol=1e-2, rtol=0.0):
+    """Compare an array answer with the expected array: shape first, then values.
+
+    ``atol`` defaults to 0.01 so that answers rounded to two decimals, as the course prints
+    them, count as right.
+    """
+    if is_unanswered(answer):
+        return unanswered(hint)
+    try:
+        got = np.asarray(answer, dtype=float)
+    except (TypeError, ValueError):
+        return not_yet(f"the answer should be an array of numbers. {hint}")
+    expected = np.asarray(expected, dtype=float)
+    if got.shape != expected.shape:
+        return not_yet(f"your answer has shape {got.shape}, the answer has shape "
+                       f"{expected.shape}. {hint}")
+    if not np.all(np.isfinite(got)):
+        return not_yet(f"your answer contains NaN or infinite values. {hint}")
+    if not np.allclose(got, expected, atol=atol, rtol=rtol):
+        wrong = int((~np.isclose(got, expected, atol=atol, rtol=rtol)).sum())
+        return not_yet(f"{wrong} of {expected.size} entries are off. {hint}")
+    return right(why)
+
+
+def check_number(answer, expected, *, hint, why="", atol=1e-2, rtol=0.0):
+    """Compare a single number with the expected one."""
+    if is_unanswered(answer):
+        return unanswered(hint)
+    try:
+        got = float(answer)
+    except (TypeError, ValueError):
+        return not_yet(f"the answer should be a single number. {hint}")
+    if not np.isclose(got, float(expected), atol=atol, rtol=rtol):
+        return not_yet(hint)
+    return right(why)
+
+
+def check_choice(answer, expected, options, *, hint, why=""):
+    """Compare a multiple-choice answer (one of ``options``, case-insensitive for strings)."""
+    if is_unanswered(answer):
+        return unanswered(hint)
+    norm = (lambda a: a.strip().lower()) if isinstance(answer, str) else (lambda a: a)
+    valid = [norm(o) if isinstance(o, str) else o for o in options]
+    got = norm(answer)
+    if got not in valid:
+        return not_yet(f"choose one of {list(options)}. {hint}")
+    exp = norm(expected) if isinstance(expected, str) else expected
+    return right(why) if got == exp else not_yet(hint)

@@ -1,0 +1,3 @@
+"""Exercise checks for the course notebook on problem."""
+
+__all__ = []

@@ -1,0 +1,3 @@
+"""Exercise checks for the course notebook on qkv."""
+
+__all__ = []
