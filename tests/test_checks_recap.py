@@ -1,0 +1,88 @@
+"""The recap quiz of notebook 10: right answers pass, typical wrong ones get a hint that
+names the notebook to reread, and no message gives the answer away."""
+
+import re
+
+import numpy as np
+import pytest
+
+from attn_core.checks import (check_quiz_heads, check_quiz_long_context, check_quiz_mask,
+                              check_quiz_maps, check_quiz_roles, check_quiz_scaling,
+                              check_quiz_spread)
+
+
+def ref_causal_count(n):
+    return sum(1 for i in range(n) for j in range(n) if j <= i)
+
+
+def ref_mults(n, d_model, h):
+    """Multiply-adds of Q K^T and weights @ V over h heads of width d_model / h, by loops."""
+    d_k = d_model // h
+    return sum(n * n * d_k + n * n * d_k for _ in range(h))
+
+
+def simulated_std(d_k, samples=50_000, seed=0):
+    g = np.random.default_rng(seed)
+    q = g.standard_normal((samples, d_k))
+    k = g.standard_normal((samples, d_k))
+    return float((q * k).sum(axis=1).std())
+
+
+NUMERIC = [
+    (check_quiz_spread, {"d_k": 64}, lambda: round(simulated_std(64), 2), "04-scaling"),
+    (check_quiz_heads, {"d_model": 512, "h": 8},
+     lambda: ref_mults(512, 512, 8) / ref_mults(512, 512, 1), "08-multi-head"),
+    (check_quiz_long_context, {"short": 2048, "long": 8192}, lambda: (8192 / 2048) ** 2,
+     "09-cost"),
+    (check_quiz_mask, {"n": 4}, lambda: ref_causal_count(4), "07-causal-masking"),
+]
+CHOICE = [
+    (check_quiz_scaling, "b", "04-scaling"),
+    (check_quiz_roles, "b", "02-queries-keys-values"),
+    (check_quiz_maps, "a", "05-softmax"),
+]
+
+
+def answer_absent(message, expected):
+    text = f"{expected:g}" if isinstance(expected, float) else str(expected)
+    return re.search(rf"(?<![\d.]){re.escape(text)}(?![\d.])", message) is None
+
+
+@pytest.mark.parametrize(("check", "kwargs", "reference", "notebook"), NUMERIC)
+def test_numeric_question(check, kwargs, reference, notebook):
+    expected = reference()
+    assert check(expected, **kwargs), check(expected, **kwargs).message
+    assert check(int(round(expected)), **kwargs)
+    for wrong in (expected + 3, expected * 2 + 1, -1):
+        fb = check(wrong, **kwargs)
+        assert not fb and notebook in fb.message
+        assert answer_absent(fb.message, round(expected))
+    fb = check(None, **kwargs)
+    assert not fb and fb.message.startswith("… No answer yet") and notebook in fb.message
+    assert answer_absent(fb.message, round(expected))
+    assert "single number" in check("eight", **kwargs).message
+
+
+@pytest.mark.parametrize(("check", "expected", "notebook"), CHOICE)
+def test_choice_question(check, expected, notebook):
+    assert check(expected) and check(expected.upper()) and check(f" {expected} ")
+    for wrong in sorted({"a", "b", "c", "d"} - {expected}):
+        fb = check(wrong)
+        assert not fb and notebook in fb.message
+    assert "choose one of" in check("e").message
+    fb = check(None)
+    assert fb.message.startswith("… No answer yet") and notebook in fb.message
+
+
+def test_typical_mistakes_get_a_specific_hint():
+    assert "variance" in check_quiz_spread(64, d_k=64).message  # variance, not std
+    assert "full width" in check_quiz_heads(8, d_model=512, h=8).message
+    assert "longer" in check_quiz_long_context(4, short=2048, long=8192).message
+    assert "masked weights" in check_quiz_mask(6, n=4).message
+
+
+def test_expected_answers_follow_the_inputs():
+    assert check_quiz_spread(4, d_k=16)
+    assert check_quiz_long_context(4, short=1024, long=2048)
+    assert check_quiz_mask(ref_causal_count(6), n=6)
+    assert check_quiz_heads(1, d_model=64, h=4)
