@@ -1,0 +1,133 @@
+"""Slider latency of the explorers: from a control's change to the PNG the learner gets.
+
+For every explorer and every control, the control is set 20 times (cycling through its
+range) from Python, exactly as a message from the browser would set it; the time until
+the setter returns is the time until the new PNG bytes are on the Image widget (updates
+are synchronous). Beside it: the naive redraw of the same figure, a full draw and
+``savefig(bbox_inches="tight")`` as the inline backend does on every change (a lower
+bound: the inline backend also rebuilds the figure). Goal: median <= 50 ms.
+
+Run: ``MPLBACKEND=Agg .venv/bin/python benchmarks/bench_explorers.py`` (or ``make bench``).
+It prints a table; it is not a timed test.
+"""
+
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import ipywidgets as W  # noqa: E402
+import numpy as np  # noqa: E402
+
+from attn_core import widgets  # noqa: E402
+
+CHANGES = 20
+NAIVE_REPEAT = 3
+GOAL_MS = 50.0
+
+
+def sweep(widget, count=CHANGES):
+    """``count`` values for a control, cycling through its range, never the current one."""
+    if isinstance(widget, (W.Checkbox, W.ToggleButton)):
+        return [not widget.value if k % 2 == 0 else widget.value for k in range(count)]
+    if isinstance(widget, (W.Dropdown, W.SelectionSlider, W.ToggleButtons)):
+        values = [o[1] if isinstance(o, tuple) else o for o in widget.options]
+        start = values.index(widget.value)
+        return [values[(start + 1 + k) % len(values)] for k in range(count)]
+    if isinstance(widget, W.IntSlider):
+        span = list(range(widget.min, widget.max + 1))
+        start = span.index(widget.value)
+        return [span[(start + 1 + k) % len(span)] for k in range(count)]
+    if isinstance(widget, W.FloatLogSlider):
+        exps = np.linspace(widget.min, widget.max, count)
+        return [float(widget.base ** e) for e in exps]
+    if isinstance(widget, (W.BoundedFloatText, W.FloatText)):
+        return [round(float(widget.value) + 0.1 * (k + 1) * (-1) ** k, 3) for k in range(count)]
+    raise TypeError(f"no sweep for {type(widget).__name__}")
+
+
+def setups():
+    """(name, explorer, {label: (control widget or callable setter, values)})."""
+    lab = widgets.worked_example_lab()
+    c = lab.controls
+    yield "worked_example_lab", lab, {
+        "Q[0,0]": c["Q[0,0]"], "V[2,1]": c["V[2,1]"], "matrix": c["matrix"], "row": c["row"],
+        "col": c["col"],
+    }
+    ex = widgets.scaling_explorer()
+    yield "scaling_explorer", ex, {"d_k": ex.controls["d_k"], "scaled": ex.controls["scaled"]}
+    ex = widgets.softmax_explorer()
+    yield "softmax_explorer", ex, {"score 0": ex.controls["score 0"],
+                                   "temperature": ex.controls["temperature"]}
+    ex = widgets.mask_explorer()
+    c = ex.controls
+    controls = {"n": c["n"], "kind": c["kind"], "apply": c["apply"]}
+    yield "mask_explorer", ex, controls
+    c["n"].value = 10
+    c["kind"].value = "padding"
+    yield "mask_explorer", ex, {"length": c["length"]}
+    c["kind"].value = "sliding window"
+    yield "mask_explorer", ex, {"window": c["window"]}
+    c["kind"].value = "custom"
+    yield "mask_explorer", ex, {"custom[4,2]": ex.cell_buttons[4, 2]}
+    ex = widgets.heads_explorer()
+    yield "heads_explorer", ex, {"h": ex.controls["h"], "d_model": ex.controls["d_model"]}
+    ex = widgets.cost_explorer()
+    yield "cost_explorer", ex, {"n": ex.controls["n"], "dtype": ex.controls["dtype"]}
+    ex = widgets.tiling_explorer()
+    yield "tiling_explorer", ex, {"step": ex.controls["step"], "block": ex.controls["block"],
+                                  "causal": ex.controls["causal"]}
+
+
+def time_control(explorer, widget):
+    times = []
+    for value in sweep(widget):
+        start = time.perf_counter()
+        widget.value = value
+        times.append(time.perf_counter() - start)
+        assert explorer.errors == [], explorer.errors
+    return np.array(times) * 1e3
+
+
+def naive_ms(explorer):
+    times = []
+    for _ in range(NAIVE_REPEAT):
+        start = time.perf_counter()
+        explorer.naive_png()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)) * 1e3
+
+
+def main():
+    rows = []
+    per_explorer = {}
+    naive = {}
+    for name, explorer, controls in setups():
+        for label, widget in controls.items():
+            ms = time_control(explorer, widget)
+            per_explorer.setdefault(name, []).append(ms)
+            rows.append((name, label, ms))
+        if name not in naive:
+            naive[name] = naive_ms(explorer)
+    print(f"{'explorer':<20} {'control':<12} {'median ms':>9} {'p95 ms':>8} {'naive ms':>9} "
+          f"{'naive/median':>12}")
+    for name, label, ms in rows:
+        med = float(np.median(ms))
+        print(f"{name:<20} {label:<12} {med:9.1f} {np.percentile(ms, 95):8.1f} "
+              f"{naive[name]:9.1f} {naive[name] / med:11.1f}x")
+    print()
+    print(f"{'explorer (all controls)':<33} {'median ms':>9} {'p95 ms':>8} {'naive ms':>9} "
+          f"{'naive/median':>12}  goal <= {GOAL_MS:.0f} ms")
+    for name, parts in per_explorer.items():
+        ms = np.concatenate(parts)
+        med = float(np.median(ms))
+        verdict = "ok" if med <= GOAL_MS else "ABOVE GOAL"
+        print(f"{name:<33} {med:9.1f} {np.percentile(ms, 95):8.1f} {naive[name]:9.1f} "
+              f"{naive[name] / med:11.1f}x  {verdict}")
+
+
+if __name__ == "__main__":
+    main()
