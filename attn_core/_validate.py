@@ -11,11 +11,13 @@ import numpy as np
 _FLOAT_KINDS = "fiub"  # float, signed int, unsigned int, bool: all convertible to float
 
 
-def as_float_array(x, name, *, min_ndim=0, allow_neg_inf=False):
+def as_float_array(x, name, *, min_ndim=0, allow_neg_inf=False, layout=None):
     """Return ``x`` as a floating ndarray, after checking its type, rank and values.
 
     Integer and boolean input becomes float64; float32 and float64 are kept as they are.
     NaN and +inf are always refused; -inf only where ``allow_neg_inf`` (masked scores).
+    ``layout`` names the expected shape in error messages (default ``(..., n, d)`` for
+    matrices, ``(..., n)`` for vectors).
     """
     if isinstance(x, (str, bytes)) or x is None:
         raise TypeError(f"{name} must be an array of numbers, got {type(x).__name__}")
@@ -29,12 +31,37 @@ def as_float_array(x, name, *, min_ndim=0, allow_neg_inf=False):
         arr = arr.astype(np.float64)
     if arr.ndim < min_ndim:
         what = "a matrix" if min_ndim == 2 else f"an array of rank >= {min_ndim}"
+        layout = layout or ("(..., n, d)" if min_ndim >= 2 else "(..., n)")
         raise ValueError(
-            f"{name} must be {what} with shape (..., n, d) (rank >= {min_ndim}), "
+            f"{name} must be {what} with shape {layout} (rank >= {min_ndim}), "
             f"got shape {arr.shape} (rank {arr.ndim})"
+        )
+    if min_ndim >= 2 and 0 in arr.shape[-2:]:
+        raise ValueError(
+            f"{name} must have at least one position and one feature (n >= 1, d >= 1) in "
+            f"its shape {layout or '(..., n, d)'}, got shape {arr.shape}"
         )
     check_finite(arr, name, allow_neg_inf=allow_neg_inf)
     return arr
+
+
+def divisors(d):
+    """The whole numbers that divide ``d``: the head counts a width ``d`` can be split into."""
+    return [h for h in range(1, d + 1) if d % h == 0]
+
+
+def check_overflow(row_max, dtype):
+    """Raise if a row maximum of the scores is +inf or NaN: the dot products overflowed.
+
+    Only the ``(..., n)`` row maxima are inspected (max propagates inf and NaN), so the
+    check costs nothing next to the ``(..., n, n)`` softmax.
+    """
+    bad = np.isnan(row_max) | np.isposinf(row_max)
+    if bad.any():
+        raise ValueError(
+            f"the scores q . k * scale overflowed to inf or NaN in {dtype}: the inputs are too "
+            "large for this dtype; scale q and k down or compute in float64"
+        )
 
 
 def check_finite(arr, name, *, allow_neg_inf=False):

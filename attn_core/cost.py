@@ -5,7 +5,7 @@ import tracemalloc
 
 import numpy as np
 
-from ._validate import check_positive_int
+from ._validate import as_float_array, check_positive_int, divisors
 
 
 def _dtype_size(dtype):
@@ -78,7 +78,9 @@ def attention_flops(n, d_model, h=1, n_k=None):
     d_model : int
         Total width over all heads (``h * d_k``); must be divisible by ``h``.
     h : int, optional
-        Heads. The count does not depend on ``h``: each head does ``1/h`` of the work.
+        Heads. The matrix-product counts do not depend on ``h`` (each head does ``1/h`` of
+    the work); only the small softmax term grows with ``h``, as there are ``h`` score
+    matrices to normalise.
     n_k : int, optional
         Number of keys, default ``n``.
 
@@ -103,7 +105,8 @@ def attention_flops(n, d_model, h=1, n_k=None):
     h = check_positive_int(h, "h")
     n_k = n if n_k is None else check_positive_int(n_k, "n_k")
     if d_model % h:
-        raise ValueError(f"d_model = {d_model} must be divisible by h, got h = {h}")
+        raise ValueError(f"d_model = {d_model} must be divisible by h, got h = {h}; "
+                         f"head counts that divide {d_model}: {divisors(d_model)}")
     qk = 2 * n * n_k * d_model
     soft = 5 * h * n * n_k
     return {"scores": qk, "softmax": soft, "weighted_sum": qk, "total": 2 * qk + soft}
@@ -183,11 +186,13 @@ def loglog_slope(x, y):
     >>> round(loglog_slope([1, 2, 4, 8], [3, 12, 48, 192]), 6)
     2.0
     """
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
+    x = as_float_array(x, "x", min_ndim=1)
+    y = as_float_array(y, "y", min_ndim=1)
     if x.ndim != 1 or x.shape != y.shape or x.size < 2:
         raise ValueError(f"x and y must be 1-D of equal length >= 2, got shapes {x.shape} and {y.shape}")
     if (x <= 0).any() or (y <= 0).any():
         raise ValueError("x and y must be positive to take logarithms")
+    if np.ptp(x) == 0:
+        raise ValueError(f"x must hold at least two different values, got {x.tolist()}")
     slope, _ = np.polyfit(np.log(x), np.log(y), 1)
     return float(slope)

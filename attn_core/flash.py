@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validate import as_float_array, batch_shape, check_mask, check_positive_int, check_scale
+from ._validate import (as_float_array, batch_shape, check_mask, check_overflow, check_positive_int,
+                        check_scale)
 
 #: Default tile edge. 64 keeps a float64 tile (32 KiB) and its neighbours in L1/L2 cache.
 DEFAULT_BLOCK_SIZE = 64
@@ -110,6 +111,7 @@ def _query_block(q_blk, k, v, rows, block_size, causal, mask, scale, on_tile=Non
         if allowed is not None:
             s = np.where(allowed, s, dtype.type(-np.inf))
         m_new = np.maximum(m, s.max(axis=-1))  # (..., b)
+        check_overflow(m_new, dtype)
         shift = np.where(np.isfinite(m_new), m_new, 0)  # rows with nothing allowed yet
         p = np.exp(s - shift[..., None])  # (..., b, bk); masked scores give exactly 0
         rescale = np.exp(m - shift)  # (..., b); 0 where m was -inf

@@ -2,13 +2,9 @@
 
 import numpy as np
 
-from ._validate import as_float_array, check_mask, check_positive_int
+from ._validate import as_float_array, check_mask, check_positive_int, divisors
 from .attention import MASKED_SCORE, _scores
 from .softmax import stable_softmax
-
-
-def _divisors(d):
-    return [h for h in range(1, d + 1) if d % h == 0]
 
 
 def _check_heads(d, h, name):
@@ -16,7 +12,7 @@ def _check_heads(d, h, name):
     if d % h:
         raise ValueError(
             f"{name} = {d} must be divisible by the head count h, got h = {h}; "
-            f"head counts that divide {d}: {_divisors(d)}"
+            f"head counts that divide {d}: {divisors(d)}"
         )
     return h
 
@@ -84,7 +80,7 @@ def merge_heads(x):
     >>> np.array_equal(merge_heads(split_heads(x, 2)), x)
     True
     """
-    x = as_float_array(x, "x", min_ndim=3)
+    x = as_float_array(x, "x", min_ndim=3, layout="(..., h, n, d_k)")
     return _merge(x)
 
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ._validate import as_float_array
+from ._validate import as_float_array, check_overflow
 
 
 def softmax(x, axis=-1):
@@ -46,6 +46,8 @@ def softmax(x, axis=-1):
         raise TypeError(f"axis must be an integer, got {axis!r}")
     if not -x.ndim <= axis < x.ndim:
         raise ValueError(f"axis must be in [{-x.ndim}, {x.ndim - 1}] for x of rank {x.ndim}, got {axis}")
+    if x.shape[axis] == 0:
+        raise ValueError(f"x must have at least one entry along axis {axis}, got shape {x.shape}")
     return stable_softmax(x, axis)
 
 
@@ -61,7 +63,8 @@ def stable_softmax(x, axis=-1):
     array([0.25, 0.75])
     """
     row_max = x.max(axis=axis, keepdims=True)
-    row_max[~np.isfinite(row_max)] = 0  # an all -inf slice: shift by 0, exp gives zeros
+    check_overflow(row_max, x.dtype)
+    row_max[np.isneginf(row_max)] = 0  # an all -inf slice: shift by 0, exp gives zeros
     e = np.exp(x - row_max)
     total = e.sum(axis=axis, keepdims=True)
     return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
