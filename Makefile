@@ -1,0 +1,98 @@
+# The course's commands. Everything runs inside .venv, which the first command creates.
+#
+#   make lab         open JupyterLab on the course map
+#   make test        the whole test suite (unit, doctests, every notebook via nbval)
+#   make notebooks   regenerate navigation, re-execute every notebook, store its outputs
+#   make nav         regenerate navigation cells and course maps (tools/nav.py)
+#   make bench       run every benchmarks/bench_*.py
+#   make clean       remove caches and build files (make distclean also removes .venv)
+#
+# Variables: ARGS (extra pytest options: make test ARGS="-k softmax"), CELL_TIMEOUT and
+# EXEC_TIMEOUT (seconds per notebook cell), HOST and PORT (JupyterLab), PYTHON (the
+# interpreter that creates .venv).
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check -q
+REQS_STAMP := $(VENV)/.requirements.stamp
+SETUP_STAMP := $(VENV)/.setup.stamp
+
+ARGS ?=
+CELL_TIMEOUT ?= 120
+EXEC_TIMEOUT ?= 120
+HOST ?= 127.0.0.1
+PORT ?= 8888
+# JupyterLab refuses to run as root unless told to.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+.PHONY: help setup lab test notebooks nav bench clean distclean
+
+help:
+	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
+
+# --- the environment ---------------------------------------------------------------------
+
+$(PY):
+	@test -n "$(PYTHON)" || { echo "error: no python3.11 or python3 on PATH" >&2; exit 1; }
+	@echo "creating $(VENV) with $(PYTHON) ($$($(PYTHON) --version))"
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstalled only when requirements.txt changes.
+$(REQS_STAMP): requirements.txt | $(PY)
+	@echo "installing requirements.txt into $(VENV)"
+	$(PIP) install -r requirements.txt
+	@touch $@
+
+# attn_core, editable; redone when its metadata (pyproject.toml, __version__) changes.
+$(SETUP_STAMP): $(REQS_STAMP) pyproject.toml attn_core/__init__.py
+	@echo "installing attn_core (editable) into $(VENV)"
+	$(PIP) install -e .
+	@touch $@
+
+setup: $(SETUP_STAMP)
+
+# --- learners ----------------------------------------------------------------------------
+
+lab: setup
+	$(VENV)/bin/jupyter lab notebooks/00-index.ipynb --ServerApp.root_dir=. --ip=$(HOST) --port=$(PORT) $(ALLOW_ROOT) $(LAB_ARGS)
+
+test: setup
+	MPLBACKEND=Agg $(PY) -m pytest --nbval-cell-timeout=$(CELL_TIMEOUT) $(ARGS)
+
+# --- maintainers -------------------------------------------------------------------------
+
+nav: setup
+	$(PY) tools/nav.py
+
+# Outputs are stored as nbval will see them: same backend, a fresh kernel per notebook, no
+# per-cell timestamps in the metadata.
+notebooks: nav
+	@set -e; for nb in notebooks/*.ipynb; do \
+	  [ -e "$$nb" ] || { echo "no notebooks yet"; break; }; \
+	  echo "executing $$nb"; \
+	  MPLBACKEND=Agg $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
+	    --log-level=WARN \
+	    --ExecutePreprocessor.timeout=$(EXEC_TIMEOUT) \
+	    --ExecutePreprocessor.kernel_name=python3 \
+	    --ExecutePreprocessor.record_timing=False \
+	    "$$nb"; \
+	done
+
+bench: setup
+	@set -e; found=0; for script in benchmarks/bench_*.py; do \
+	  [ -e "$$script" ] || continue; found=1; \
+	  echo "== $$script"; MPLBACKEND=Agg $(PY) "$$script"; \
+	done; \
+	[ $$found = 1 ] || echo "no benchmarks/bench_*.py yet: nothing to run"
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache .hypothesis artifacts
+	find . -path ./$(VENV) -prune -o -path ./.git -prune -o \
+	  \( -name __pycache__ -o -name .ipynb_checkpoints \) -type d -print0 | xargs -0 -r rm -rf
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,76 @@
+"""Shared pytest setup for the course's tests.
+
+* Unit tests draw with the non-interactive Agg backend (no window ever opens). The
+  notebooks say ``%matplotlib inline`` themselves, so nbval runs are not affected.
+* PyTorch is optional. A test that needs it either takes the ``requires_torch`` fixture
+  (which returns the ``torch`` module) or is marked ``@pytest.mark.torch``. Without torch
+  such a test is skipped with a reason, except under CI (environment ``CI=true``), where a
+  missing torch is an error: CI installs torch, so the cross-checks must really run there.
+"""
+
+import importlib
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+# Before anything imports matplotlib (pytest loads this file before collecting attn_core's
+# doctests when run from the repo root).
+os.environ["MPLBACKEND"] = "Agg"
+if "matplotlib" in sys.modules:  # imported early by some plugin: switch it now
+    sys.modules["matplotlib"].use("Agg")
+
+# pytester lets tests/test_environment.py run pytest on a tiny example to check the
+# torch gate below.
+pytest_plugins = ["pytester"]
+
+TORCH_PIN = "torch==2.13.0"
+
+
+def in_ci():
+    """True when running under CI (``CI=true``, as CI systems set it)."""
+    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+def import_torch():
+    """Return the ``torch`` module, or skip the test (locally) / fail it (under CI)."""
+    try:
+        return importlib.import_module("torch")
+    except ImportError as exc:
+        if in_ci():
+            pytest.fail(
+                f"torch is not installed but CI=true: CI must run the PyTorch cross-checks "
+                f"(.ci/run installs {TORCH_PIN}); import error: {exc}",
+                pytrace=False,
+            )
+        pytest.skip(f"torch is not installed (optional; `pip install {TORCH_PIN}` to run this)")
+
+
+@pytest.fixture
+def requires_torch():
+    """The ``torch`` module; skips the test without torch, fails it under CI=true."""
+    return import_torch()
+
+
+def pytest_configure(config):
+    # nbval opens the sanitize file relative to the current directory; make the path in
+    # pyproject.toml work from any directory by resolving it against the repo root.
+    path = getattr(config.option, "nbval_sanitize_with", None)
+    if path and not os.path.isabs(path) and not os.path.exists(path):
+        candidate = Path(config.rootpath, path)
+        if candidate.exists():
+            config.option.nbval_sanitize_with = str(candidate)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    # A test that uses the fixture counts as a torch test, so `-m "not torch"` leaves it out.
+    for item in items:
+        if "requires_torch" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.torch)
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("torch") is not None:
+        import_torch()
