@@ -34,8 +34,15 @@ __all__ = [
     "MaskGridArtists",
     "MatrixBlockArtists",
     "ProductDiagramArtists",
+    "BeyondLengthArtists",
+    "HeadMosaicArtists",
     "WeightBarsArtists",
+    "cell_squares_path",
+    "fade_beyond_length",
     "head_grid",
+    "head_mosaic",
+    "head_mosaic_layout",
+    "head_mosaic_panels",
     "heatmap",
     "line_with_marker",
     "mask_grid",
@@ -43,7 +50,9 @@ __all__ = [
     "matrix_product_diagram",
     "sum_of_products_text",
     "token_labels",
+    "update_fade_beyond_length",
     "update_head_grid",
+    "update_head_mosaic",
     "update_heatmap",
     "update_marker",
     "update_mask_grid",
@@ -663,10 +672,33 @@ def _update_texts(texts, image, values, fmt, allowed):
             text.set_bbox(None)
 
 
-def _mask_path(allowed):
-    """One compound path made of a unit square per masked-out cell (data coordinates)."""
+def cell_squares_path(cells):
+    """One compound path made of a unit square around every True cell of a grid.
+
+    Cell ``(i, j)`` is the square from ``(j - 0.5, i - 0.5)`` to ``(j + 0.5, i + 0.5)`` in
+    data coordinates, as ``imshow`` and :func:`heatmap` place it. One ``PathPatch`` of
+    this path shades any set of cells (masked-out cells, pending tiles) in one draw.
+
+    Parameters
+    ----------
+    cells : (n_rows, n_cols) bool array_like
+        True where a square is wanted.
+
+    Returns
+    -------
+    Path
+        Empty (a single ``MOVETO``) when no cell is True.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> path = cell_squares_path(np.array([[True, False], [False, False]]))
+    >>> [float(v) for v in path.get_extents().bounds]
+    [-0.5, -0.5, 1.0, 1.0]
+    """
+    cells = _as_bool_2d(cells, "cells")
     verts, codes = [], []
-    for i, j in np.argwhere(~allowed):
+    for i, j in np.argwhere(cells):
         x, y = j - 0.5, i - 0.5
         verts += [(x, y), (x + 1, y), (x + 1, y + 1), (x, y + 1), (x, y)]
         codes += [Path.MOVETO, Path.LINETO, Path.LINETO, Path.LINETO, Path.CLOSEPOLY]
@@ -677,7 +709,7 @@ def _mask_path(allowed):
 
 def _add_mask_patch(ax, allowed):
     patch = PathPatch(
-        _mask_path(allowed), facecolor=MASKED_FACE_COLOR, edgecolor=MASK_HATCH_COLOR,
+        cell_squares_path(~allowed), facecolor=MASKED_FACE_COLOR, edgecolor=MASK_HATCH_COLOR,
         hatch=MASK_HATCH, linewidth=0, zorder=1.5,  # the hatch takes the edge colour
     )
     patch.set_visible(bool((~allowed).any()))
@@ -873,7 +905,7 @@ def _update_mask(artists, allowed):
     if artists.mask_patch is None:  # first mask ever given: one patch, created once
         artists.mask_patch = _add_mask_patch(artists.ax, allowed)
         return
-    artists.mask_patch.set_path(_mask_path(allowed))
+    artists.mask_patch.set_path(cell_squares_path(~allowed))
     artists.mask_patch.set_visible(bool((~allowed).any()))
 
 
@@ -1589,4 +1621,418 @@ def update_head_grid(artists, weights):
         )
     for hm, wk in zip(artists.heatmaps, w, strict=True):
         update_heatmap(hm, wk)
+    return artists
+
+
+# --- all heads in one image: a mosaic on one axes ---------------------------------------
+
+HEAD_MOSAIC_GAP = 1  # empty cells between two maps side by side
+HEAD_MOSAIC_TITLE_POINTS = 9.0  # the band above each row of maps holds "head k"
+HEAD_MOSAIC_MAX_TITLE_ROWS = 4  # that band is a whole number of cells, at most this many
+HEAD_MOSAIC_LABEL_PER_CELL = 0.8  # token labels: at most this share of a cell (points)
+HEAD_MOSAIC_LABEL_PAD = 3.0  # points between a map and its token labels
+HEAD_MOSAIC_CAPTION = "each map: rows = queries, columns = keys"
+
+
+@dataclass(frozen=True)
+class HeadMosaicLayout:
+    """Where each head's map sits in the mosaic (array rows and columns).
+
+    Attributes
+    ----------
+    heads, n : int
+        Number of maps and their side (tokens).
+    nrows, ncols : int
+        Maps per column and per row of the grid, filled row by row.
+    title_rows : int
+        Empty rows above each row of maps, where the titles go.
+    shape : (int, int)
+        Shape of the whole mosaic array.
+    origins : tuple of (int, int)
+        Top-left array index of each head's map.
+    cell_points : float
+        Side of one cell in points, in the box the layout was made for.
+    """
+
+    heads: int
+    n: int
+    nrows: int
+    ncols: int
+    title_rows: int
+    shape: tuple
+    origins: tuple
+    cell_points: float
+
+
+def head_mosaic_layout(heads, n, box_points):
+    """Arrange ``heads`` maps of ``n`` x ``n`` cells in a box, with the largest cells.
+
+    Every grid of 1 to ``heads`` columns is tried; the band above each row of maps is the
+    fewest whole cells that hold a title of ``HEAD_MOSAIC_TITLE_POINTS``.
+
+    Parameters
+    ----------
+    heads, n : int
+    box_points : (float, float)
+        Width and height available for the mosaic, in points.
+
+    Returns
+    -------
+    HeadMosaicLayout
+
+    Examples
+    --------
+    >>> layout = head_mosaic_layout(4, 10, (400, 400))
+    >>> layout.nrows, layout.ncols, layout.shape
+    (2, 2, (22, 21))
+    """
+    for name, value in (("heads", heads), ("n", n)):
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    box_w, box_h = (float(v) for v in box_points)
+    best = None
+    for ncols in range(1, heads + 1):
+        nrows = math.ceil(heads / ncols)
+        if math.ceil(heads / nrows) != ncols:  # a whole empty column: never the best
+            continue
+        width = ncols * n + (ncols - 1) * HEAD_MOSAIC_GAP
+        for title_rows in range(1, HEAD_MOSAIC_MAX_TITLE_ROWS + 1):
+            cell = min(box_w / width, box_h / (nrows * (n + title_rows)))
+            if title_rows * cell >= HEAD_MOSAIC_TITLE_POINTS:
+                break
+        if best is None or cell > best[0] + 1e-9:
+            best = (cell, nrows, ncols, title_rows)
+    cell, nrows, ncols, title_rows = best
+    origins = tuple((r * (n + title_rows) + title_rows, c * (n + HEAD_MOSAIC_GAP))
+                    for r, c in (divmod(k, ncols) for k in range(heads)))
+    shape = (nrows * (n + title_rows), ncols * n + (ncols - 1) * HEAD_MOSAIC_GAP)
+    return HeadMosaicLayout(heads, n, nrows, ncols, title_rows, shape, origins, cell)
+
+
+def _tile_heads(w, layout):
+    mosaic = np.full(layout.shape, np.nan)  # the gaps are NaN: drawn transparent
+    n = layout.n
+    for wk, (r, c) in zip(w, layout.origins, strict=True):
+        mosaic[r:r + n, c:c + n] = wk
+    return mosaic
+
+
+@dataclass(repr=False)
+class HeadMosaicArtists:
+    """What :func:`head_mosaic` drew: every head's map in ONE image on one axes.
+
+    A new head count re-tiles the same image and re-uses a fixed pool of Text artists
+    (shown, hidden, moved), so no axes or figure is ever built again.
+
+    Attributes
+    ----------
+    ax : Axes
+    image : AxesImage
+        The mosaic: every map, NaN in the gaps.
+    titles : list of Text
+        ``"head 1"``, ``"head 2"``, ...; the pool, only the first ``heads`` shown.
+    row_labels, col_labels : list of Text
+        Token labels left of the first column of maps and under the last map of each
+        column; a pool too.
+    colorbar : Colorbar
+    caption : Text
+    layout : HeadMosaicLayout
+        The current arrangement.
+    """
+
+    ax: object
+    image: object
+    titles: list
+    row_labels: list
+    col_labels: list
+    colorbar: object
+    caption: object
+    layout: HeadMosaicLayout
+    tokens: list | None
+    box_points: tuple
+
+    def __repr__(self):
+        return f"HeadMosaicArtists(heads={self.layout.heads}, n={self.layout.n})"
+
+
+def _pool(pool, count, ax, **style):
+    while len(pool) < count:
+        pool.append(ax.text(0, 0, "", visible=False, **style))
+    for k, text in enumerate(pool):
+        text.set_visible(k < count)
+    return pool[:count]
+
+
+def _place_mosaic_texts(art):
+    lay, ax = art.layout, art.ax
+    n = lay.n
+    names = [str(k) for k in range(n)] if art.tokens is None else art.tokens
+    label_size = int(np.clip(math.floor(HEAD_MOSAIC_LABEL_PER_CELL * lay.cell_points),
+                             MIN_TICK_FONTSIZE, TICK_FONTSIZE))
+    title_size = int(np.clip(math.floor(lay.title_rows * lay.cell_points * 0.8),
+                             MIN_TICK_FONTSIZE + 1, LABEL_FONTSIZE))
+    for k, (text, (r, c)) in enumerate(zip(
+            _pool(art.titles, lay.heads, ax, ha="center", va="bottom"), lay.origins,
+            strict=True)):
+        text.set_text(HEAD_TITLE.format(k + 1))
+        text.set_position((c + (n - 1) / 2, r - 0.5 - 0.1))
+        text.set_fontsize(title_size)
+    pad = HEAD_MOSAIC_LABEL_PAD / lay.cell_points  # in cells
+    rows = [(r + i, names[i]) for r, c in lay.origins if c == 0 for i in range(n)]
+    for text, (y, name) in zip(_pool(art.row_labels, len(rows), ax, ha="right", va="center"),
+                               rows, strict=True):
+        text.set_text(name)
+        text.set_position((-0.5 - pad, y))
+        text.set_fontsize(label_size)
+    bottoms = {}  # column of maps -> the array row under its last map
+    for r, c in lay.origins:
+        bottoms[c] = max(bottoms.get(c, 0), r + n)
+    cols = [(c + j, bottom, names[j]) for c, bottom in sorted(bottoms.items())
+            for j in range(n)]
+    for text, (x, y, name) in zip(
+            _pool(art.col_labels, len(cols), ax, ha="center", va="top", rotation=90),
+            cols, strict=True):
+        text.set_text(name)
+        text.set_position((x, y - 0.5 + pad))
+        text.set_fontsize(label_size)
+
+
+def _set_mosaic(art, w):
+    h, n, _ = w.shape
+    if (h, n) != (art.layout.heads, art.layout.n):
+        art.layout = head_mosaic_layout(h, n, art.box_points)
+        rows, cols = art.layout.shape
+        art.image.set_extent((-0.5, cols - 0.5, rows - 0.5, -0.5))
+        art.ax.set_xlim(-0.5, cols - 0.5)
+        art.ax.set_ylim(rows - 0.5, -0.5)
+        art.ax.apply_aspect()  # the axes box fits the new mosaic now, not at the next full
+        #                        draw: an explorer that redraws only the image needs it
+        _place_mosaic_texts(art)
+    art.image.set_data(np.ma.masked_invalid(_tile_heads(w, art.layout)))
+
+
+def head_mosaic(weights, tokens=None, *, ax=None, caption=HEAD_MOSAIC_CAPTION):
+    """Draw every head's attention weights as one mosaic image on a single axes.
+
+    The maps share one 0-1 colour scale and one colour bar; each has a title above it,
+    token labels sit left of the first column of maps and under the last map of each
+    column. Unlike :func:`head_grid`, a different head count is shown in place by
+    :func:`update_head_mosaic` (one image re-tiled, a pool of texts moved), which is what
+    an explorer needs to stay fast.
+
+    Parameters
+    ----------
+    weights : (h, n, n) array_like
+        Attention weights per head (self-attention: square maps).
+    tokens : sequence of n str, optional
+        Token labels; indices when None.
+    ax : Axes, optional
+        Where to draw (its frame is turned off; a colour bar is taken from its room). The
+        maps are as large as the axes' current box allows: fix the figure layout first.
+    caption : str or None, optional
+        A line at the top left of the figure saying how to read a map.
+
+    Returns
+    -------
+    HeadMosaicArtists
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> import numpy as np
+    >>> art = head_mosaic(np.full((2, 3, 3), 1 / 3), ["a", "b", "c"])
+    >>> [t.get_text() for t in art.titles], art.image.get_array().shape
+    (['head 1', 'head 2'], (4, 7))
+    >>> plt.close(art.ax.figure)
+    """
+    w = _check_heads(weights)
+    h, n_q, n_k = w.shape
+    if n_q != n_k:
+        raise ValueError(f"each head's map must be square (self-attention), got {w.shape}")
+    names = _check_labels(tokens, n_q, "tokens", "token")
+    names = None if names is None else token_labels(names)
+    if ax is None:
+        fig = plt.figure(figsize=(8.0, 6.6))
+        ax = fig.add_axes((0.1, 0.1, 0.8, 0.84))
+    fig = ax.figure
+    ax.set_axis_off()
+    image = ax.imshow(np.zeros((1, 1)), cmap=plt.get_cmap(SEQUENTIAL_CMAP).with_extremes(
+        bad=(0, 0, 0, 0)), vmin=0.0, vmax=1.0, interpolation="nearest", aspect="equal")
+    cbar = fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
+    cbar.set_label("weight", fontsize=LABEL_FONTSIZE)
+    cbar.ax.tick_params(labelsize=TICK_FONTSIZE)
+    box = ax.get_position()
+    box_points = (box.width * fig.get_figwidth() * 72, box.height * fig.get_figheight() * 72)
+    text = fig.text(0.01, 0.99, caption or "", ha="left", va="top", fontsize=LABEL_FONTSIZE)
+    art = HeadMosaicArtists(ax, image, [], [], [], cbar, text,
+                            HeadMosaicLayout(0, 0, 0, 0, 0, (1, 1), (), 0.0), names, box_points)
+    _set_mosaic(art, w)
+    return art
+
+
+def update_head_mosaic(artists, weights):
+    """Show new weights, for any head count (same tokens), in place.
+
+    Parameters
+    ----------
+    artists : HeadMosaicArtists
+    weights : (h, n, n) array_like
+        ``n`` must match the tokens given to :func:`head_mosaic` (if any).
+
+    Returns
+    -------
+    HeadMosaicArtists
+        The same object, updated; ``artists.layout`` changes when ``h`` does.
+    """
+    w = _check_heads(weights)
+    if w.shape[1] != w.shape[2]:
+        raise ValueError(f"each head's map must be square (self-attention), got {w.shape}")
+    if artists.tokens is not None and w.shape[1] != len(artists.tokens):
+        raise ValueError(
+            f"weights must have {len(artists.tokens)} tokens, as labelled, got {w.shape}")
+    _set_mosaic(artists, w)
+    return artists
+
+
+def head_mosaic_panels(artists):
+    """Read the maps back out of the mosaic image: ``(h, n, n)`` float array.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> import numpy as np
+    >>> w = np.random.default_rng(0).random((3, 4, 4))
+    >>> art = head_mosaic(w)
+    >>> bool((head_mosaic_panels(art) == w).all())
+    True
+    >>> plt.close(art.ax.figure)
+    """
+    data = np.ma.getdata(artists.image.get_array()).astype(float)
+    n = artists.layout.n
+    return np.stack([data[r:r + n, c:c + n] for r, c in artists.layout.origins])
+
+
+# --- a grid of the largest size, showing only its first n tokens ------------------------
+
+BEYOND_FACE_COLOR = "white"  # cells of tokens beyond the length: blank
+BEYOND_LABEL_ALPHA = 0.75  # their labels: faded by a white veil this opaque
+
+
+@dataclass(repr=False)
+class BeyondLengthArtists:
+    """What :func:`fade_beyond_length` added.
+
+    Attributes
+    ----------
+    ax : Axes
+    cells : PathPatch
+        White squares over every cell of a token beyond the length.
+    row_veil, col_veil : Rectangle
+        Half-transparent white boxes over the tick labels of those tokens.
+    """
+
+    ax: object
+    cells: object
+    row_veil: object
+    col_veil: object
+    shape: tuple
+    label_boxes: dict
+
+    @property
+    def artists(self):
+        """The three patches, to draw again after each update."""
+        return [self.cells, self.row_veil, self.col_veil]
+
+    def __repr__(self):
+        return f"BeyondLengthArtists(shape={self.shape})"
+
+
+def fade_beyond_length(ax, shape):
+    """Prepare a token grid drawn at its largest size to show only its first tokens.
+
+    An explorer whose sequence-length slider must not change the axes (new tick labels
+    mean a full redraw) draws the grid once at the largest size, with every token's
+    label, and calls :func:`update_fade_beyond_length` to blank the cells of the tokens
+    beyond the length and fade their labels. Column labels are turned upright so each
+    stays within its column.
+
+    Parameters
+    ----------
+    ax : Axes
+        A :func:`heatmap` or :func:`mask_grid` axes of the largest ``shape``.
+    shape : (int, int)
+
+    Returns
+    -------
+    BeyondLengthArtists
+        Nothing is hidden until :func:`update_fade_beyond_length` is called.
+    """
+    ax.tick_params(axis="x", labelrotation=90)  # ticks made later inherit it
+    for label in ax.get_xticklabels():
+        label.set(rotation=90, ha="center", rotation_mode="default")
+    cells = PathPatch(cell_squares_path(np.zeros(shape, dtype=bool)),
+                      facecolor=BEYOND_FACE_COLOR, edgecolor="none", zorder=2.5,
+                      visible=False)
+    cells.set_in_layout(False)
+    ax.add_patch(cells)
+    veils = []
+    for _ in range(2):
+        veil = Rectangle((0, 0), 0, 0, transform=ax.transAxes, clip_on=False, zorder=5,
+                         facecolor=to_rgba(BEYOND_FACE_COLOR, BEYOND_LABEL_ALPHA),
+                         edgecolor="none", visible=False)
+        veil.set_in_layout(False)
+        ax.add_patch(veil)
+        veils.append(veil)
+    return BeyondLengthArtists(ax, cells, veils[0], veils[1], tuple(shape), {})
+
+
+def _label_boxes(art, axis):
+    """Tick label boxes in axes coordinates, measured once (the layout must be final)."""
+    if axis not in art.label_boxes:
+        ax = art.ax
+        renderer = ax.figure.canvas.get_renderer()
+        ax.get_tightbbox(renderer)  # brings the ticks and their labels up to date
+        labels = ax.get_yticklabels() if axis == "y" else ax.get_xticklabels()
+        to_axes = ax.transAxes.inverted()
+        art.label_boxes[axis] = [
+            to_axes.transform(label.get_window_extent(renderer).get_points()) for label in labels]
+    return art.label_boxes[axis]
+
+
+def _veil(veil, boxes):
+    if not boxes:
+        veil.set_visible(False)
+        return
+    pts = np.concatenate(boxes)
+    (x0, y0), (x1, y1) = pts.min(axis=0), pts.max(axis=0)
+    veil.set_bounds(x0, y0, x1 - x0, y1 - y0)
+    veil.set_visible(True)
+
+
+def update_fade_beyond_length(artists, n_rows, n_cols):
+    """Show only the first ``n_rows`` rows and ``n_cols`` columns of the grid, in place.
+
+    Call it after the figure's layout is final (the label boxes are measured once).
+
+    Parameters
+    ----------
+    artists : BeyondLengthArtists
+    n_rows, n_cols : int
+        From 1 to the grid's shape.
+
+    Returns
+    -------
+    BeyondLengthArtists
+        The same object, updated.
+    """
+    rows, cols = artists.shape
+    _check_index(n_rows - 1, rows, "n_rows")
+    _check_index(n_cols - 1, cols, "n_cols")
+    beyond = np.zeros(artists.shape, dtype=bool)
+    beyond[n_rows:, :] = True
+    beyond[:, n_cols:] = True
+    artists.cells.set_path(cell_squares_path(beyond))
+    artists.cells.set_visible(bool(beyond.any()))
+    _veil(artists.row_veil, _label_boxes(artists, "y")[n_rows:])
+    _veil(artists.col_veil, _label_boxes(artists, "x")[n_cols:])
     return artists

@@ -17,7 +17,7 @@ costs hundreds of milliseconds on a small machine (most of it text layout), so:
   changes artists in place (``plots.update_*``);
 * only the artists that change (images, bars, lines, outlines) are drawn again, over a
   cached copy of the static background (axes, ticks, labels): "blitting";
-* the PNG is encoded from the Agg buffer with a fast zlib level;
+* the PNG is encoded from the Agg buffer by Pillow, as RGB with a fast zlib level;
 * numbers are shown in HTML tables (crisp, and nearly free), not as matplotlib text;
 * sliders send their value when released (``continuous_update=False``), so a drag never
   queues stale redraws, and an update whose inputs did not change draws nothing.
@@ -32,15 +32,14 @@ import html
 import io
 import math
 import re
-import struct
 import traceback
-import zlib
 
 import ipywidgets as W
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import PathPatch, Rectangle
+from PIL import Image
 
 from . import examples, plots
 from .attention import MASKED_SCORE, attention, scores
@@ -63,7 +62,7 @@ __all__ = [
 
 #: Resolution of the explorer images: small figures at a modest dpi encode quickly.
 DPI = 80
-#: zlib level of the PNG: 1 is several times faster than 6; the files are barely larger.
+#: zlib level of the PNG (Pillow): 1 is several times faster than 6; files barely larger.
 PNG_COMPRESS_LEVEL = 1
 #: Labels of controls are never cut off.
 STYLE = {"description_width": "initial"}
@@ -87,26 +86,18 @@ _ERROR_CSS = (
 # --- fast figures: a fixed layout, a cached background, only changed artists drawn -------
 
 
-def _png_chunk(tag, data):
-    return (struct.pack(">I", len(data)) + tag + data
-            + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF))
-
-
 def _png(canvas):
-    """PNG bytes of the Agg canvas' current pixels: RGB, no row filter, zlib level 1.
+    """PNG bytes of the Agg canvas' current pixels, encoded by Pillow.
 
-    Written by hand because it is about twice as fast as Pillow's encoder (which tries a
-    filter per row) on these flat-coloured figures; the file is a standard PNG.
+    RGB (the figures are opaque: the alpha channel would only make the file larger and
+    slower to encode), zlib level ``PNG_COMPRESS_LEVEL``, no optimisation pass.
     """
-    rgba = np.asarray(canvas.buffer_rgba())  # (h, w, 4) uint8, a view
-    h, w, _ = rgba.shape
-    rows = np.empty((h, 1 + 3 * w), dtype=np.uint8)  # each row: filter byte 0, then RGB
-    rows[:, 0] = 0
-    rows[:, 1:].reshape(h, w, 3)[...] = rgba[..., :3]
-    header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)  # 8-bit RGB, no interlace
-    return (b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", header)
-            + _png_chunk(b"IDAT", zlib.compress(rows.tobytes(), PNG_COMPRESS_LEVEL))
-            + _png_chunk(b"IEND", b""))
+    rgba = canvas.buffer_rgba()  # a (h, w, 4) uint8 memoryview of the Agg buffer
+    height, width = rgba.shape[:2]
+    image = Image.frombuffer("RGBA", (width, height), rgba, "raw", "RGBA", 0, 1).convert("RGB")
+    out = io.BytesIO()
+    image.save(out, format="PNG", compress_level=PNG_COMPRESS_LEVEL, optimize=False)
+    return out.getvalue()
 
 
 class _Canvas:
@@ -119,38 +110,49 @@ class _Canvas:
     labels) must pass a new ``static_key``.
     """
 
-    def __init__(self, figsize, dpi=DPI):
-        self.figure = Figure(figsize=figsize, dpi=dpi, layout="constrained")
+    def __init__(self, figsize, dpi=DPI, layout="constrained"):
+        self.figure = Figure(figsize=figsize, dpi=dpi, layout=layout)
         FigureCanvasAgg(self.figure)
         self._backgrounds = {}
-        self._layout_fixed = False
+        self._layout_fixed = layout is None  # None: the caller places the axes itself
         self.full_draws = 0
 
     def invalidate(self):
         """Forget every cached background (after a change to static artists)."""
         self._backgrounds.clear()
 
-    def render(self, dynamic, static_key=None):
-        """Draw and return the PNG bytes; ``dynamic`` is a list of artists to draw on top."""
-        canvas = self.figure.canvas
-        if not self._layout_fixed:  # constrained layout places the axes once, then stays
+    def fix_layout(self):
+        """Let constrained layout place everything once, then keep it (idempotent)."""
+        if not self._layout_fixed:
             self.figure.get_layout_engine().execute(self.figure)
             self.figure.set_layout_engine("none")
             self._layout_fixed = True
-        background = self._backgrounds.get(static_key)
-        if background is None:
-            shown = [a for a in dynamic if a.get_visible()]
+
+    def ensure_background(self, dynamic, static_key=None):
+        """Draw and keep the static part for ``static_key`` unless it is cached already.
+
+        Returns True when it had to draw (a full draw, the slow path).
+        """
+        self.fix_layout()
+        if static_key in self._backgrounds:
+            return False
+        shown = [a for a in dynamic if a.get_visible()]
+        for a in shown:
+            a.set_visible(False)
+        try:
+            self.figure.canvas.draw()
+        finally:
             for a in shown:
-                a.set_visible(False)
-            try:
-                canvas.draw()
-            finally:
-                for a in shown:
-                    a.set_visible(True)
-            background = self._backgrounds[static_key] = canvas.copy_from_bbox(self.figure.bbox)
-            self.full_draws += 1
-        else:
-            canvas.restore_region(background)
+                a.set_visible(True)
+        self._backgrounds[static_key] = self.figure.canvas.copy_from_bbox(self.figure.bbox)
+        self.full_draws += 1
+        return True
+
+    def render(self, dynamic, static_key=None):
+        """Draw and return the PNG bytes; ``dynamic`` is a list of artists to draw on top."""
+        canvas = self.figure.canvas
+        if not self.ensure_background(dynamic, static_key):
+            canvas.restore_region(self._backgrounds[static_key])
         renderer = canvas.get_renderer()
         for a in dynamic:
             if a.get_visible():
@@ -748,14 +750,17 @@ class MaskExplorer(Explorer):
         self._watch("kind", "length", "window", "apply")
         c["n"].observe(self._on_n, names="value")
         self.readout = W.HTML()
+        # Drawn once at the largest length with every token's label; a shorter n blanks
+        # the cells and fades the labels of the tokens beyond it, so no n redraws the axes.
         self.canvas = _Canvas((7.6, 3.6))
         ax_mask, ax_w = self.canvas.figure.subplots(1, 2)
-        toks = list(examples.TOKENS[:n])
-        self.grid = plots.mask_grid(np.ones((n, n), dtype=bool), toks, toks, ax=ax_mask,
+        size, toks = (self.MAX_N, self.MAX_N), list(examples.TOKENS)
+        self.grid = plots.mask_grid(np.ones(size, dtype=bool), toks, toks, ax=ax_mask,
                                     title="mask")
-        _hide(*self.grid.texts.ravel())
-        self.heat = plots.heatmap(np.zeros((n, n)), toks, toks, ax=ax_w, vmin=0.0, vmax=1.0,
-                                  annotate=False, title="weights", mask=np.ones((n, n), bool))
+        _hide(*self.grid.texts.ravel())  # ✓/✗ are slow to draw; the colours say it
+        self.heat = plots.heatmap(np.zeros(size), toks, toks, ax=ax_w, vmin=0.0, vmax=1.0,
+                                  annotate=False, title="weights", mask=np.ones(size, bool))
+        self.beyond = [plots.fade_beyond_length(ax, size) for ax in (ax_mask, ax_w)]
         self._start(_row(c["n"], c["kind"], c["apply"]), _row(c["length"], c["window"]),
                     c["custom"], self.image, self.readout)
 
@@ -829,16 +834,16 @@ class MaskExplorer(Explorer):
         if key == self._last_key:
             return
         toks = list(examples.TOKENS[:n])
-        if self.grid.texts.shape != (n, n):
-            ax = self.grid.ax
-            ax.clear()
-            self.grid = plots.mask_grid(shown_mask, toks, toks, ax=ax,
-                                        title="mask")
-            _hide(*self.grid.texts.ravel())
-        else:  # the ✓/✗ texts are hidden (slow to draw): only the image changes
-            self.grid.image.set_data(shown_mask.astype(float))
-        plots.update_heatmap(self.heat, weights, mask=shown_mask, row_labels=toks,
-                             col_labels=toks)
+        full = (self.MAX_N, self.MAX_N)
+        allowed = np.ones(full, dtype=bool)  # cells beyond n: not masked, just blanked
+        allowed[:n, :n] = shown_mask
+        padded = np.full(full, np.nan)
+        padded[:n, :n] = weights
+        plots.update_mask_grid(self.grid, allowed)
+        plots.update_heatmap(self.heat, padded, mask=allowed)
+        self.canvas.fix_layout()  # the label boxes the fades cover are final from here on
+        for beyond in self.beyond:
+            plots.update_fade_beyond_length(beyond, n, n)
         sums = weights.sum(axis=-1)
         self.readout.value = (
             '<div style="display:flex;flex-wrap:wrap">'
@@ -846,13 +851,21 @@ class MaskExplorer(Explorer):
                      title="weights (each row: one query)")
             + _table("row_sums", sums[:, None], row_labels=toks, col_labels=["row sum"],
                      title="row sums") + "</div>")
-        dynamic = [self.grid.image, *_heatmap_dynamic(self.heat)]
-        self._show(self.canvas, dynamic, static_key=n)
+        dynamic = [self.grid.image, *_heatmap_dynamic(self.heat),
+                   *(a for beyond in self.beyond for a in beyond.artists)]
+        self._show(self.canvas, dynamic)
         self._last_key = key
 
     def shown(self):
         tables = read_tables(self.readout.value)
-        return {"mask": _image_array(self.grid) > 0.5, "weights": _image_array(self.heat),
+        n = self.controls["n"].value
+        blank = [b.cells.get_visible() and b.cells.get_path().get_extents().bounds
+                 for b in self.beyond]
+        return {"mask": (_image_array(self.grid) > 0.5)[:n, :n],
+                "weights": _image_array(self.heat)[:n, :n],
+                "beyond_blanked": blank,  # the squares over the cells of tokens after n
+                "labels_faded": [(b.row_veil.get_visible(), b.col_veil.get_visible())
+                                 for b in self.beyond],
                 "weights_table": tables["weights"], "row_sums": tables["row_sums"][:, 0],
                 "hatched": self.heat.mask_patch.get_visible()}
 
@@ -888,8 +901,20 @@ def head_counts(d_model):
     return [h for h in range(1, min(d_model, MAX_HEADS) + 1) if d_model % h == 0]
 
 
+#: Every head count some d_model offers: the layouts whose backgrounds are drawn up front.
+ALL_HEAD_COUNTS = tuple(sorted({h for d in D_MODELS for h in head_counts(d)}))
+HEADS_FIGSIZE = (7.4, 6.0)  # inches at DPI: 592 x 480 pixels, room for 16 maps of 10 x 10
+HEADS_AXES_RECT = (0.115, 0.1, 0.80, 0.85)  # left, bottom, width, height (figure share)
+
+
 class HeadsExplorer(Explorer):
-    """d_model and head count: every head's attention map, d_k per head, and the FLOPs."""
+    """d_model and head count: every head's attention map, d_k per head, and the FLOPs.
+
+    All maps are one mosaic image on one axes (``plots.head_mosaic``); a new head count
+    re-tiles it and moves a fixed pool of labels. The static part of each head count's
+    layout (titles, labels, colour bar) is drawn once, when the explorer is built, so no
+    change ever draws the whole figure.
+    """
 
     title = "heads"
 
@@ -899,7 +924,6 @@ class HeadsExplorer(Explorer):
         self.tokens = list(examples.TOKENS)
         self.n = len(self.tokens)
         self._params = {}
-        self._canvases = {}  # one figure per head count, built on first use and kept
         c = self.controls
         c["d_model"] = W.Dropdown(options=D_MODELS, value=d_model, description="d_model",
                                   style=STYLE, layout=W.Layout(width="180px"))
@@ -909,6 +933,12 @@ class HeadsExplorer(Explorer):
         self._watch("h")
         c["d_model"].observe(self._on_d_model, names="value")
         self.readout = W.HTML()
+        self.canvas = _Canvas(HEADS_FIGSIZE, layout=None)
+        ax = self.canvas.figure.add_axes(HEADS_AXES_RECT)
+        self.mosaic = plots.head_mosaic(np.zeros((1, self.n, self.n)), self.tokens, ax=ax)
+        for hh in ALL_HEAD_COUNTS:  # the slow full draws happen here, once
+            plots.update_head_mosaic(self.mosaic, np.zeros((hh, self.n, self.n)))
+            self.canvas.ensure_background([self.mosaic.image], static_key=hh)
         self._start(_row(c["d_model"], c["h"]), self.image, self.readout)
 
     def params(self, d_model):
@@ -934,21 +964,12 @@ class HeadsExplorer(Explorer):
             self._update()
         self._guard(switch)
 
-    def _figure_for(self, weights):
-        h = weights.shape[0]
-        if h not in self._canvases:
-            canvas = _Canvas((7.6, 4.4))
-            art = plots.head_grid(weights, self.tokens, fig=canvas.figure)
-            self._canvases[h] = (canvas, art)
-        return self._canvases[h]
-
     def _update(self):
         d_model, h = self.controls["d_model"].value, self.controls["h"].value
         if (d_model, h) == self._last_key:
             return
-        _, weights = multi_head_attention(*self.params(d_model), h=h)
-        self.canvas, self.grid = self._figure_for(weights)
-        plots.update_head_grid(self.grid, weights)
+        _, weights = multi_head_attention(*self.params(d_model), h=h)  # (h, n, n)
+        plots.update_head_mosaic(self.mosaic, weights)
         rows = []
         options = self.controls["h"].options
         for hh in options:
@@ -962,15 +983,18 @@ class HeadsExplorer(Explorer):
             + _table("flops", np.array(rows, dtype=float),
                      col_labels=["h", "d_k per head", "Q Kᵀ", "softmax", "weights V", "total"],
                      fmt="{:,.0f}", bold_rows=(options.index(h),)))
-        self._show(self.canvas, [hm.image for hm in self.grid.heatmaps])
+        self._show(self.canvas, [self.mosaic.image], static_key=self.mosaic.layout.heads)
         self._last_key = (d_model, h)
 
     def shown(self):
         table = read_tables(self.readout.value)["flops"]
         h = self.controls["h"].value
         current = table[list(table[:, 0]).index(h)]
-        return {"weights": np.stack([_image_array(hm) for hm in self.grid.heatmaps]),
-                "titles": [hm.ax.get_title() for hm in self.grid.heatmaps],
+        visible = [t.get_text() for t in self.mosaic.titles if t.get_visible()]
+        return {"weights": plots.head_mosaic_panels(self.mosaic),
+                "titles": visible,
+                "row_labels": [t.get_text() for t in self.mosaic.row_labels if t.get_visible()],
+                "col_labels": [t.get_text() for t in self.mosaic.col_labels if t.get_visible()],
                 "flops_table": table, "d_k": int(current[1]),
                 "flops": {"scores": current[2], "softmax": current[3],
                           "weighted_sum": current[4], "total": current[5]}}
@@ -1174,7 +1198,7 @@ class TilingExplorer(Explorer):
                                                edgecolor=plots.HIGHLIGHT_EDGE_COLOR,
                                                linewidth=plots.HIGHLIGHT_LINEWIDTH))
         self.pending = PathPatch(
-            plots._mask_path(np.ones((self.n, self.n), dtype=bool)),
+            plots.cell_squares_path(np.zeros((self.n, self.n), dtype=bool)),
             facecolor=(1, 1, 1, 0.55), edgecolor="none", zorder=4)
         axs[0].add_patch(self.pending)
         self._start(_row(c["block"], c["causal"], c["step"]), self.image, self.readout)
@@ -1232,7 +1256,7 @@ class TilingExplorer(Explorer):
         done = np.zeros((self.n, self.n), dtype=bool)  # tiles processed so far (incl. this)
         for st in steps[: k + 1]:
             done[st.rows, st.cols] = True
-        self.pending.set_path(plots._mask_path(done))
+        self.pending.set_path(plots.cell_squares_path(~done))
         full = self.n * self.n
         status = "skipped (above the diagonal)" if step.skipped else "computed"
         table = np.column_stack([step.running_max, step.running_sum, step.partial_output, final])
@@ -1245,10 +1269,11 @@ class TilingExplorer(Explorer):
             + _table("rows", table, row_labels=self.tokens,
                      col_labels=["running max m", "running sum l", "partial 1", "partial 2",
                                  "final 1", "final 2"]))
-        dynamic = [*(a.image for a in (self.score_map, self.m_map, self.l_map,
-                                       self.partial_map, self.final_map)),
+        # The scores and the final output change only with "causal": they are part of the
+        # cached background of each causal setting; only the running state is drawn.
+        dynamic = [*(a.image for a in (self.m_map, self.l_map, self.partial_map)),
                    self.pending, self.tile]
-        self._show(self.canvas, dynamic)
+        self._show(self.canvas, dynamic, static_key=causal)
         self._last_key = (block, causal, k)
 
     def shown(self):

@@ -1,7 +1,7 @@
 """Slider latency of the explorers: from a control's change to the PNG the learner gets.
 
 For every explorer and every control, the control is set 20 times (cycling through its
-range) from Python, exactly as a message from the browser would set it; the time until
+range, starting right after the explorer is built, so first visits are included) from Python, exactly as a message from the browser would set it; the time until
 the setter returns is the time until the new PNG bytes are on the Image widget (updates
 are synchronous). Beside it: the naive redraw of the same figure, a full draw and
 ``savefig(bbox_inches="tight")`` as the inline backend does on every change (a lower
@@ -101,7 +101,13 @@ def naive_ms(explorer):
     return float(np.median(times)) * 1e3
 
 
+def load_average():
+    """The 1, 5 and 15 minute load averages (a loaded machine makes every number larger)."""
+    return ", ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
 def main():
+    print(f"load average at start: {load_average()} ({os.cpu_count()} cores)")
     rows = []
     per_explorer = {}
     naive = {}
@@ -127,6 +133,7 @@ def main():
         verdict = "ok" if med <= GOAL_MS else "ABOVE GOAL"
         print(f"{name:<33} {med:9.1f} {np.percentile(ms, 95):8.1f} {naive[name]:9.1f} "
               f"{naive[name] / med:11.1f}x  {verdict}")
+    print(f"load average at end: {load_average()}")
 
 
 if __name__ == "__main__":

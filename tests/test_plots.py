@@ -18,7 +18,12 @@ from matplotlib.colors import to_rgba
 
 from attn_core import plots
 from attn_core.plots import (
+    cell_squares_path,
+    fade_beyond_length,
     head_grid,
+    head_mosaic,
+    head_mosaic_layout,
+    head_mosaic_panels,
     heatmap,
     line_with_marker,
     mask_grid,
@@ -26,7 +31,9 @@ from attn_core.plots import (
     matrix_product_diagram,
     sum_of_products_text,
     token_labels,
+    update_fade_beyond_length,
     update_head_grid,
+    update_head_mosaic,
     update_heatmap,
     update_marker,
     update_mask_grid,
@@ -574,6 +581,108 @@ def test_token_labels():
         token_labels(["a"], max_len=1)
 
 
+# --- cell squares, head mosaic, grids shown up to a length -------------------------------
+
+
+def test_cell_squares_path_has_one_unit_square_per_true_cell():
+    cells = np.zeros((3, 4), dtype=bool)
+    cells[0, 1] = cells[2, 3] = True
+    path = cell_squares_path(cells)
+    squares = [poly for poly in path.to_polygons(closed_only=False)]
+    corners = sorted(tuple(np.round(sq.min(axis=0), 6)) for sq in squares)
+    assert corners == [(0.5, -0.5), (2.5, 1.5)]  # (j - 0.5, i - 0.5) for (0, 1) and (2, 3)
+    assert all(np.allclose(sq.max(axis=0) - sq.min(axis=0), 1.0) for sq in squares)
+    assert len(cell_squares_path(np.zeros((2, 2), dtype=bool)).vertices) == 1  # empty
+    with pytest.raises(TypeError, match="boolean"):
+        cell_squares_path(np.zeros((2, 2)))
+
+
+@pytest.mark.parametrize("heads", [1, 2, 3, 4, 6, 8, 12, 16])
+def test_head_mosaic_layout_fits_every_map_without_overlap(heads):
+    lay = head_mosaic_layout(heads, 10, (460.0, 400.0))
+    assert lay.heads == heads and len(lay.origins) == heads
+    assert lay.nrows * lay.ncols >= heads > (lay.nrows - 1) * lay.ncols
+    taken = np.zeros(lay.shape, dtype=int)
+    for r, c in lay.origins:
+        taken[r:r + 10, c:c + 10] += 1
+    assert taken.max() == 1 and taken.sum() == heads * 100  # inside, never overlapping
+    assert lay.title_rows * lay.cell_points >= plots.HEAD_MOSAIC_TITLE_POINTS
+    w, h = lay.shape[1] * lay.cell_points, lay.shape[0] * lay.cell_points
+    assert w <= 460.0 + 1e-6 and h <= 400.0 + 1e-6
+
+
+def test_head_mosaic_shows_every_head_and_changes_head_count_in_place():
+    rng = np.random.default_rng(3)
+    tokens = list("abcdefgh")
+    art = head_mosaic(rng.random((2, 8, 8)), tokens)
+    fig = art.ax.figure
+    for h in (16, 1, 3, 12, 2, 16):
+        w = rng.random((h, 8, 8))
+        assert update_head_mosaic(art, w) is art
+        np.testing.assert_array_equal(head_mosaic_panels(art), w)
+        titles = [t.get_text() for t in art.titles if t.get_visible()]
+        assert titles == [f"head {k + 1}" for k in range(h)]
+        rows = [t.get_text() for t in art.row_labels if t.get_visible()]
+        cols = [t.get_text() for t in art.col_labels if t.get_visible()]
+        assert rows == tokens * art.layout.nrows and cols == tokens * art.layout.ncols
+        assert np.isnan(np.ma.filled(art.image.get_array(), np.nan)).sum() == (
+            art.layout.shape[0] * art.layout.shape[1] - h * 64)  # the gaps are empty
+    assert len(fig.axes) == 2 and len(art.ax.images) == 1  # one axes + colour bar, always
+    assert len(art.titles) == 16  # the pool grew to the largest count and stayed
+    assert art.image.cmap.name == "viridis"
+    with pytest.raises(ValueError, match="8 tokens"):
+        update_head_mosaic(art, np.zeros((2, 3, 3)))
+    with pytest.raises(ValueError, match="square"):
+        head_mosaic(np.zeros((2, 3, 4)))
+    plt.close(fig)
+
+
+def test_head_mosaic_labels_do_not_leave_the_figure():
+    art = head_mosaic(np.full((16, 10, 10), 0.1), [f"token{k}" for k in range(10)])
+    fig = art.ax.figure
+    for h in (1, 16):
+        update_head_mosaic(art, np.full((h, 10, 10), 0.1))
+        fig.canvas.draw()
+        box = fig.bbox
+        for text in [*art.titles, *art.row_labels, *art.col_labels]:
+            if text.get_visible():
+                ext = text.get_window_extent()
+                assert ext.x0 >= box.x0 - 1 and ext.y0 >= box.y0 - 1, text.get_text()
+                assert ext.x1 <= box.x1 + 1 and ext.y1 <= box.y1 + 1, text.get_text()
+    plt.close(fig)
+
+
+def test_fade_beyond_length_blanks_later_cells_and_veils_their_labels():
+    tokens = list("abcdef")
+    art = heatmap(np.full((6, 6), 0.5), tokens, tokens, annotate=False)
+    fig = art.ax.figure
+    beyond = fade_beyond_length(art.ax, (6, 6))
+    assert all(lab.get_rotation() == 90 for lab in art.ax.get_xticklabels())
+    assert not any(p.get_visible() for p in beyond.artists)  # nothing hidden yet
+    fig.canvas.draw()
+    for n in (6, 2, 5, 1):
+        update_fade_beyond_length(beyond, n, n)
+        cells = beyond.cells
+        if n == 6:
+            assert not cells.get_visible() and not beyond.row_veil.get_visible()
+            continue
+        assert cells.get_visible()
+        squares = cells.get_path().to_polygons(closed_only=False)
+        assert len(squares) == 36 - n * n
+        # the row veil covers exactly the labels of rows n.. in axes coordinates
+        to_axes = art.ax.transAxes.inverted()
+        labels = art.ax.get_yticklabels()
+        veil = beyond.row_veil.get_bbox()
+        for i, lab in enumerate(labels):
+            (x0, y0), (x1, y1) = to_axes.transform(lab.get_window_extent().get_points())
+            inside = veil.x0 - 1e-9 <= x0 and x1 <= veil.x1 + 1e-9 and (
+                veil.y0 - 1e-9 <= y0 and y1 <= veil.y1 + 1e-9)
+            assert inside == (i >= n), (n, i)
+    with pytest.raises(ValueError, match="out of range"):
+        update_fade_beyond_length(beyond, 0, 3)
+    plt.close(fig)
+
+
 # --- module rules -----------------------------------------------------------------------
 
 
@@ -590,6 +699,8 @@ def test_every_public_function_returns_artists_and_prints_nothing(capsys):
         line_with_marker([1, 2], [1, 2], 1),
         update_marker(line_with_marker([1, 2], [1, 2], 1), 2),
         head_grid(np.full((2, 2, 2), 0.5)),
+        head_mosaic(np.full((2, 2, 2), 0.5)),
+        cell_squares_path(np.eye(2, dtype=bool)),
         update_head_grid(head_grid(np.full((2, 2, 2), 0.5)), np.full((2, 2, 2), 0.5)),
     ]
     assert all(r is not None for r in results)

@@ -44,8 +44,8 @@ FIGURE_KEYS = {
     "WorkedExampleLab": ("figure_weights", "highlight"),
     "ScalingExplorer": ("spread", "max_weight", "gradient", "row"),
     "SoftmaxExplorer": ("bars",),
-    "MaskExplorer": ("mask", "weights", "hatched"),
-    "HeadsExplorer": ("weights", "titles"),
+    "MaskExplorer": ("mask", "weights", "hatched", "beyond_blanked", "labels_faded"),
+    "HeadsExplorer": ("weights", "titles", "row_labels", "col_labels"),
     "CostExplorer": ("curve", "marker", "timed_points", "time_marker_visible"),
     "TilingExplorer": ("tile", "running_max", "running_sum", "partial", "final", "scores"),
 }
@@ -91,7 +91,7 @@ def test_each_explorer_exposes_its_parts(built, name):
     assert ex.image in ex.widget.children
     assert ex.figure is ex.canvas.figure
     w, h = _png_ok(ex.png)
-    assert 200 < w <= 800 and 150 < h <= 500  # small, so it encodes quickly
+    assert 200 < w <= 800 and 150 < h <= 560  # small, so it encodes quickly
     bundle = ex._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert ex.shown()
@@ -312,6 +312,10 @@ def _check_mask(ex):
         weights = np.where(mask, attention(q, k, v)[1], 0.0)
     np.testing.assert_array_equal(shown["mask"], mask)
     np.testing.assert_allclose(shown["weights"], weights, rtol=0, atol=1e-12)
+    beyond = n < ex.MAX_N  # the cells of later tokens are blanked, their labels faded
+    for blank in shown["beyond_blanked"]:
+        assert blank == ((-0.5, -0.5, ex.MAX_N, ex.MAX_N) if beyond else False)
+    assert shown["labels_faded"] == [(beyond, beyond)] * 2
     np.testing.assert_allclose(shown["weights_table"], weights, rtol=0, atol=TABLE_ATOL)
     np.testing.assert_allclose(shown["row_sums"], weights.sum(-1), rtol=0, atol=TABLE_ATOL)
     return shown
@@ -320,10 +324,12 @@ def _check_mask(ex):
 def test_mask_every_length_every_kind_both_ways(built):
     ex = built["mask_explorer"]
     c = ex.controls
-    for n in range(1, 11):
+    draws = ex.canvas.full_draws
+    for n in [*range(1, 11), *range(9, 0, -1)]:
         drive(ex, c["n"], n)
         assert c["length"].max == n and c["window"].max == n  # beyond n cannot be chosen
         _check_mask(ex)
+    assert ex.canvas.full_draws == draws  # a new n never redraws the whole figure
     for n in (3, 10):
         drive(ex, c["n"], n)
         for kind in widgets.MASK_KINDS:
@@ -383,6 +389,8 @@ def test_mask_maths_refuses_invalid_padding():
 def test_heads_every_d_model_every_offered_head_count(built):
     ex = built["heads_explorer"]
     c = ex.controls
+    draws = ex.canvas.full_draws
+    tokens = list(examples.TOKENS)
     for d_model in widgets.D_MODELS:
         drive(ex, c["d_model"], d_model)
         options = list(c["h"].options)
@@ -392,11 +400,17 @@ def test_heads_every_d_model_every_offered_head_count(built):
             _, weights = multi_head_attention(*ex.params(d_model), h=h)
             np.testing.assert_allclose(shown["weights"], weights, rtol=0, atol=1e-12)
             assert shown["titles"] == [f"head {k + 1}" for k in range(h)]
+            layout = ex.mosaic.layout
+            assert layout.heads == h and layout.nrows * layout.ncols >= h
+            assert shown["row_labels"] == tokens * layout.nrows  # left of each row of maps
+            assert shown["col_labels"] == tokens * layout.ncols  # under each column of maps
             assert shown["d_k"] == d_model // h
             flops = attention_flops(len(examples.TOKENS), d_model, h)
             assert shown["flops"] == {key: float(value) for key, value in flops.items()}
         products = ex.shown()["flops_table"][:, 2]
         assert (products == products[0]).all()  # Q K^T costs the same for every h
+    assert ex.canvas.full_draws == draws  # every layout was drawn when the explorer was built
+    assert len(ex.figure.axes) == 2  # the maps' axes and the colour bar: never rebuilt
 
 
 def test_heads_params_are_seeded(built):
@@ -471,7 +485,9 @@ def test_tiling_every_block_every_step(built):
             drive(ex, c["block"], block)
             steps = flash_attention_steps(q, k, v, block_size=block, causal=causal)
             assert c["step"].max == len(steps) - 1
-            for index in range(len(steps)) if block >= 3 else (0, len(steps) // 2, len(steps) - 1):
+            # every step, or for 1 x 1 tiles (100 of them) every 4th and the last
+            sample = range(len(steps)) if block >= 2 else [*range(0, len(steps), 4), len(steps) - 1]
+            for index in sample:
                 shown = drive(ex, c["step"], index)
                 st = steps[index]
                 assert shown["tile"] == ((st.rows.start, st.rows.stop), (st.cols.start, st.cols.stop))
@@ -486,8 +502,32 @@ def test_tiling_every_block_every_step(built):
     s = scores(q, k)
     np.testing.assert_array_equal(ex.shown()["scores"], np.where(causal_mask(n), s, MASKED_SCORE)
                                   if c["causal"].value else s)
+    assert ex.canvas.full_draws == 2  # one background per causal setting, nothing more
 
 
 def test_read_tables_round_trip():
     html = widgets._table("m", [[1.0, -math.inf], [0.5, 2.0]], hidden={(1, 1)})
     np.testing.assert_array_equal(widgets.read_tables(html)["m"], [[1.0, -math.inf], [0.5, np.nan]])
+
+
+def test_png_is_encoded_by_pillow_and_shows_the_canvas(built):
+    """The PNG is Pillow's, and its pixels are exactly the Agg canvas' (RGB, opaque)."""
+    ex = built["softmax_explorer"]
+    ex.controls["temperature"].value = 0.5
+    image = Image.open(io.BytesIO(ex.png))
+    assert image.format == "PNG" and image.mode == "RGB"
+    canvas = np.asarray(ex.figure.canvas.buffer_rgba())
+    np.testing.assert_array_equal(np.asarray(image), canvas[..., :3])
+    assert "struct" not in widgets.__dict__ and "zlib" not in widgets.__dict__  # no hand encoder
+
+
+def test_widgets_use_no_private_plot_helpers():
+    import ast
+    import inspect
+    from pathlib import Path
+
+    tree = ast.parse(Path(inspect.getfile(widgets)).read_text(encoding="utf-8"))
+    private = {node.attr for node in ast.walk(tree)
+               if isinstance(node, ast.Attribute) and getattr(node.value, "id", None) == "plots"
+               and node.attr.startswith("_")}
+    assert private == set()
