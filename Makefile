@@ -3,6 +3,7 @@
 #   make lab         open JupyterLab on the course map
 #   make test        the whole test suite (unit, doctests, every notebook via nbval)
 #   make notebooks   regenerate navigation, re-execute every notebook, store its outputs
+#                    (without live-widget state: tools/clean_outputs.py)
 #   make nav         regenerate navigation cells and course maps (tools/nav.py)
 #   make bench       run every benchmarks/bench_*.py
 #   make clean       remove caches and build files (make distclean also removes .venv)
@@ -80,7 +81,8 @@ notebooks: nav
 	    --ExecutePreprocessor.kernel_name=python3 \
 	    --ExecutePreprocessor.record_timing=False \
 	    "$$nb"; \
-	done
+	done; \
+	$(PY) tools/clean_outputs.py
 
 bench: setup
 	@set -e; found=0; for script in benchmarks/bench_*.py; do \
