@@ -1,3 +1,81 @@
-"""Exercise checks for the course notebook on cost."""
+"""Exercise checks for notebook 09, the cost of attention.
 
-__all__ = []
+Each expected answer is computed here from the exercise's inputs with attn_core's maths
+(never typed in); a wrong answer gets a hint that points the way without giving it.
+"""
+
+import numpy as np
+
+from ..attention import scores
+from ..cost import score_matrix_cells
+from ..flash import flash_attention_steps
+from ._base import check_array, check_number, is_unanswered, not_yet, unanswered
+
+__all__ = ["check_cells", "check_relative_cost", "check_running_max"]
+
+
+def check_cells(answer, n=4096, h=16):
+    """Exercise: score-matrix cells of one layer with ``h`` heads on ``n`` tokens."""
+    hint = ("Each head builds its own score matrix, with one cell for every (query, key) "
+            "pair of the n tokens.")
+    if is_unanswered(answer):
+        return unanswered(hint)
+    try:
+        got = float(answer)
+    except (TypeError, ValueError):
+        return not_yet(f"the answer should be a single whole number. {hint}")
+    if h > 1 and got == score_matrix_cells(n):
+        return not_yet(f"that is one head's matrix; there are {h} heads. {hint}")
+    if got in (n * h, n * n * n):
+        return not_yet(f"a score matrix is n rows by n columns. {hint}")
+    return check_number(answer, score_matrix_cells(n, h), hint=hint, atol=0.5,
+                        why="h matrices of n x n cells each.")
+
+
+def check_relative_cost(answer, n_long=8192, n_short=2048):
+    """Exercise: how many times more score-matrix work ``n_long`` tokens take than ``n_short``."""
+    hint = (f"Compare the cells of the two score matrices; {n_long} tokens is "
+            f"{n_long // n_short if n_long % n_short == 0 else n_long / n_short} times as many "
+            "tokens, and the cells grow with the square of the length.")
+    expected = score_matrix_cells(n_long) / score_matrix_cells(n_short)
+    if is_unanswered(answer):
+        return unanswered(hint)
+    try:
+        got = float(answer)
+    except (TypeError, ValueError):
+        return not_yet(f"the answer should be a single number. {hint}")
+    if np.isclose(got, n_long / n_short):
+        return not_yet(f"that is the ratio of the lengths, a linear cost. {hint}")
+    if np.isclose(got, 1 / expected):
+        return not_yet(f"that ratio is upside down. {hint}")
+    return check_number(answer, expected, hint=hint, atol=1e-9,
+                        why="The cost grows with the square of the length.")
+
+
+def check_running_max(answer, q, k, v, block_size, step):
+    """Exercise: the running max ``m`` of the tile's query rows after tile number ``step``.
+
+    Tiles are numbered from 0 in the order of :func:`attn_core.flash_attention_steps`.
+    """
+    steps = flash_attention_steps(q, k, v, block_size=block_size)
+    tile = steps[step]
+    rows = tile.rows
+    hint = (f"Tile {step} covers query rows {rows.start}..{rows.stop - 1} and key columns "
+            f"{tile.cols.start}..{tile.cols.stop - 1}; m is the largest scaled score each of "
+            "those rows has met in this tile and every earlier tile of the same rows.")
+    if is_unanswered(answer):
+        return unanswered(hint)
+    expected = tile.running_max[..., rows]
+    try:
+        got = np.asarray(answer, dtype=float)
+    except (TypeError, ValueError):
+        got = None
+    if got is not None and got.shape == expected.shape:
+        only_tile = tile.tile_scores.max(axis=-1)
+        unscaled = scores(q, k, scale=1.0)[..., rows, :tile.cols.stop].max(axis=-1)
+        if not np.allclose(only_tile, expected) and np.allclose(got, only_tile, atol=1e-2):
+            return not_yet(f"that is the max of this tile alone; m carries over. {hint}")
+        if not np.allclose(unscaled, expected) and np.allclose(got, unscaled, atol=1e-2):
+            return not_yet(f"those are unscaled dot products; divide by sqrt(d_k). {hint}")
+    return check_array(answer, expected, hint=hint,
+                       why="m is the max over every key column seen so far for each row.")
