@@ -9,9 +9,14 @@ The maths modules are pure numpy and never print or plot:
 * :mod:`attn_core.flash`     -- tiled attention with an online softmax
 * :mod:`attn_core.cost`      -- cells, FLOPs, bytes and timing of attention
 * :mod:`attn_core.examples`  -- the article's inputs and seeded random inputs
+* :mod:`attn_core.errata`    -- the article's printed numbers beside the computed ones
+
+The figures live in :mod:`attn_core.plots` (matplotlib), the slider explorers in
+:mod:`attn_core.widgets` (the only module that imports ipywidgets) and the exercise
+self-checks in :mod:`attn_core.checks`; import those modules by name.
 """
 
-from . import examples
+from . import errata, examples
 from .attention import MASKED_SCORE, attention, scores
 from .cost import (attention_flops, loglog_slope, median_time, peak_memory, projection_flops,
                    score_matrix_bytes, score_matrix_cells)
@@ -29,6 +34,7 @@ __all__ = [
     "attention",
     "attention_flops",
     "causal_mask",
+    "errata",
     "examples",
     "flash_attention",
     "flash_attention_steps",

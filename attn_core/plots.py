@@ -20,6 +20,8 @@ import textwrap
 from dataclasses import dataclass
 from numbers import Integral
 
+import re
+
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib import patheffects
@@ -388,13 +390,16 @@ def sum_of_products_text(row, col, fmt="{:.2f}"):
     """Write a dot product out with its numbers: ``"1.00×1.10 + 0.50×0.40 = 1.30"``.
 
     The total is computed here from ``row`` and ``col`` (in float64, left to right).
-    Negative factors are put in brackets: ``"1.00×(-0.40)"``.
+    Negative factors are put in brackets: ``"1.00×(-0.40)"``. With a fixed-point ``fmt``
+    (``"{:.2f}"``) the factors get as many more decimals as it takes (up to 4 more) for the
+    written terms to add up, by hand, to the written total: a reader who checks the
+    arithmetic on paper must not find a slip that is only rounding.
 
     Parameters
     ----------
     row, col : (k,) array_like
     fmt : str, optional
-        Format for every number.
+        Format for the total, and the least precise format for the factors.
 
     Returns
     -------
@@ -404,17 +409,43 @@ def sum_of_products_text(row, col, fmt="{:.2f}"):
     --------
     >>> sum_of_products_text([1.0, 0.5], [1.1, 0.4])
     '1.00×1.10 + 0.50×0.40 = 1.30'
+    >>> sum_of_products_text([0.3214, 0.2417, 0.2337, 0.2032], [1.0, 3.0, 0.5, 2.0])
+    '0.321×1.00 + 0.242×3.00 + 0.234×0.50 + 0.203×2.00 = 1.57'
     """
     row = _as_1d(row, "row")
     col = _as_1d(col, "col")
     if row.shape != col.shape:
         raise ValueError(f"row and col must have the same length, got {row.size} and {col.size}")
-    total = 0.0
-    terms = []
-    for x, y in zip(row.tolist(), col.tolist(), strict=True):
-        terms.append(f"{_factor(x, fmt)}{TIMES}{_factor(y, fmt)}")
-        total += x * y
+    total = float(np.dot(row, col))
+    factor_fmt = _fmt_adding_up(row, col, total, fmt)
+    terms = [f"{_factor(x, factor_fmt(x))}{TIMES}{_factor(y, factor_fmt(y))}"
+             for x, y in zip(row.tolist(), col.tolist(), strict=True)]
     return " + ".join(terms) + " = " + _format(total, fmt)
+
+
+_FIXED_POINT = re.compile(r"^\{:\.(\d+)f\}$")
+
+
+def _fmt_adding_up(row, col, total, fmt, extra=4):
+    """A per-factor format, with the fewest decimals whose products add up to ``total``.
+
+    Factors that are already exact at ``fmt``'s precision (2.0, 0.5) keep it; the others
+    get more decimals until the sum of the written products rounds to the written total.
+    """
+    match = _FIXED_POINT.match(fmt)
+    if match is None:
+        return lambda _: fmt
+    base = int(match.group(1))
+    target = round(total, base)
+    for decimals in range(base, base + extra + 1):
+        def shown(x, d=decimals):
+            return round(x, base) if round(x, base) == round(x, d) else round(x, d)
+        if round(sum(shown(x) * shown(y) for x, y in zip(row, col)), base) == target:
+            break
+
+    def factor_fmt(x, d=decimals):
+        return fmt if round(x, base) == round(x, d) else f"{{:.{d}f}}"
+    return factor_fmt
 
 
 def _factor(value, fmt):
@@ -1043,15 +1074,21 @@ def _product_highlight(highlight, n, m):
     return i, j
 
 
-def _product_caption(a, b, name, i, j, fmt):
+def _product_caption(a, b, name, i, j, fmt, index_base=0):
     columns = range(b.shape[1]) if j is None else [j]
+
+    def label(col):
+        if index_base == 0:
+            return f"{name}[{i}, {col}]"
+        return f"{name} (row {i + index_base}, column {col + index_base})"
     return "\n".join(
-        f"{name}[{i}, {col}] = {sum_of_products_text(a[i], b[:, col], fmt)}" for col in columns
+        f"{label(col)} = {sum_of_products_text(a[i], b[:, col], fmt)}" for col in columns
     )
 
 
 def matrix_product_diagram(
     a, b, c, *, names=("Q", "Kᵀ", "scores"), highlight=(0, 0), fmt="{:.2f}", fig=None,
+    index_base=0,
 ):
     """Draw ``A × B = C`` as three matrix blocks, with one cell's arithmetic spelled out.
 
@@ -1061,8 +1098,9 @@ def matrix_product_diagram(
     whole row ``i`` of C is shaded and the caption has one line per column of C (the
     weighted-sum figure: output row = weights row × V).
 
-    The caption is computed from ``a`` and ``b`` at full precision (so its rounded
-    factors need not add up exactly to its rounded total); the cells of C show ``c`` as given.
+    The caption is computed from ``a`` and ``b`` at full precision, its factors written
+    with enough decimals to add up by hand (see :func:`sum_of_products_text`); the cells
+    of C show ``c`` as given.
     If ``c`` is not ``a @ b`` (a printed matrix with a mistake), the two disagree, which
     is what a notebook pointing out that mistake wants to show.
 
@@ -1078,6 +1116,9 @@ def matrix_product_diagram(
         Format of every number, in the blocks and the caption.
     fig : Figure, optional
         An empty figure to draw in; a new one sized to the matrices when None.
+    index_base : {0, 1}, optional
+        How the caption names the cell: ``scores[0, 0]`` (numpy's indices, the default)
+        or, with 1, ``scores (row 1, column 1)`` as the course's prose counts.
 
     Returns
     -------
@@ -1108,7 +1149,10 @@ def matrix_product_diagram(
     if len(names) != 3:
         raise ValueError(f"names must hold three names (A, B, C), got {len(names)}")
     cell = _product_highlight(highlight, a.shape[0], b.shape[1])
-    caption_text = None if cell is None else _product_caption(a, b, names[2], *cell, fmt)
+    if index_base not in (0, 1):
+        raise ValueError(f"index_base must be 0 or 1, got {index_base!r}")
+    caption_text = (None if cell is None
+                    else _product_caption(a, b, names[2], *cell, fmt, index_base))
     n_lines = 0 if caption_text is None else caption_text.count("\n") + 1
     widths = [m.shape[1] + 2 * MATRIX_PAD for m in (a, b, c)]
     cell_w, cell_h = MATRIX_CELL_INCHES

@@ -368,11 +368,47 @@ def test_product_diagram_whole_row_for_the_weighted_sum():
     art = matrix_product_diagram(w, V, out, names=("weights", "V", "output"),
                                  highlight=(1, None))
     lines = art.caption.get_text().split("\n")
-    assert lines == [expected_line(w, V, "output", 1, j) for j in range(2)]
+    for j, line in enumerate(lines):
+        assert_caption_adds_up(line, [w[1][t] for t in range(4)], [V[t][j] for t in range(4)],
+                               f"output[1, {j}]")
+    assert len(lines) == 2
     a_blk, b_blk, c_blk = art.blocks
     assert [p.get_xy() for p in a_blk.row_patches] == [(-0.5, 0.5)]
     assert b_blk.col_patches == [] and c_blk.cell_patches == []
     assert [p.get_xy() for p in c_blk.row_patches] == [(-0.5, 0.5)]
+
+
+def assert_caption_adds_up(line, row, col, label):
+    """The written factors are the true ones rounded, and add up by hand to the written total."""
+    head, _, rest = line.partition(" = ")
+    terms, _, total = rest.rpartition(" = ")
+    assert head == label
+    exact = 0.0
+    by_hand = 0.0
+    for term, x, y in zip(terms.split(" + "), row, col, strict=True):
+        fx, fy = (t.strip("()") for t in term.split("×"))
+        for shown, true in ((fx, x), (fy, y)):
+            decimals = len(shown.split(".")[1])
+            assert decimals >= 2 and float(shown) == round(true, decimals)
+        by_hand += float(fx) * float(fy)
+        exact += x * y
+    assert total == f"{exact:.2f}"
+    assert f"{by_hand:.2f}" == total, f"{terms} does not add up to {total} by hand"
+
+
+def test_sum_of_products_text_adds_up_by_hand_on_random_rows():
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        row, col = rng.random(4), rng.normal(size=4) * 3
+        text = sum_of_products_text(row, col)
+        assert_caption_adds_up(f"c = {text}", row.tolist(), col.tolist(), "c")
+
+
+def test_product_diagram_one_based_labels():
+    art = matrix_product_diagram(Q, K_T, matmul_loop(Q, K_T), highlight=(1, 2), index_base=1)
+    assert art.caption.get_text().startswith("scores (row 2, column 3) = ")
+    with pytest.raises(ValueError, match="index_base must be 0 or 1"):
+        matrix_product_diagram(Q, K_T, matmul_loop(Q, K_T), index_base=2)
 
 
 def test_product_diagram_negative_factors_are_bracketed():
