@@ -1,13 +1,18 @@
 """Setting the article's printed numbers beside the computed ones, and finding where they differ.
 
-The article prints its matrices to two decimals. A printed cell counts as *right* when the
-computed value, rounded the same way, gives the printed digits; otherwise it is an erratum.
+The article prints its matrices to two decimals. A printed cell counts as *right* when it
+is a correct rounding of the computed value: at most half a unit of the last printed digit
+away from it (so a value exactly halfway, such as 1.125, may be printed either way);
+otherwise it is an erratum.
 One rule for every notebook, so that "differs" means the same thing everywhere.
 """
 
 import numpy as np
 
 from ._validate import as_float_array
+
+#: Float slack when a computed value is exactly halfway between two printed roundings.
+HALFWAY_SLACK = 1e-9
 
 
 def differing_cells(computed, printed, decimals=2):
@@ -25,12 +30,14 @@ def differing_cells(computed, printed, decimals=2):
     Returns
     -------
     differs : (..., n, m) bool ndarray
-        True where ``round(computed, decimals) != printed``.
+        True where ``printed`` is not a rounding of ``computed`` to ``decimals`` digits.
 
     Notes
     -----
-    The comparison allows a quarter of the last digit, so that float64's representation
-    of a printed ``0.29`` and the rounded ``0.29`` compare equal.
+    .. math:: |c - p| > \\tfrac{1}{2} \\cdot 10^{-\\text{decimals}} + \\epsilon
+
+    with a tiny ``epsilon`` (1e-9) so that float64's representation of an exact halfway
+    value (1.795 stored as 1.79499999...) does not decide the verdict.
 
     Examples
     --------
@@ -42,7 +49,7 @@ def differing_cells(computed, printed, decimals=2):
     if computed.shape != printed.shape:
         raise ValueError(f"computed and printed must have the same shape, got {computed.shape} "
                          f"and {printed.shape}")
-    return np.abs(np.round(computed, decimals) - printed) > 0.25 * 10.0 ** -decimals
+    return np.abs(computed - printed) > 0.5 * 10.0 ** -decimals + HALFWAY_SLACK
 
 
 def side_by_side(computed, printed, *, decimals=2, labels=None):

@@ -24,6 +24,13 @@ def test_differing_cells_agrees_with_string_formatting_on_random_matrices():
         assert differing_cells(computed, printed).tolist() == loop_differs(computed, printed)
 
 
+def test_an_exact_halfway_value_may_be_printed_either_way():
+    computed = np.array([[0.5 * 2.0 + 0.25 * 0.5, 1.795]])  # 1.125 exactly; 1.795 in float
+    assert not differing_cells(computed, [[1.13, 1.79]]).any()
+    assert not differing_cells(computed, [[1.12, 1.80]]).any()
+    assert differing_cells(computed, [[1.14, 1.78]]).all()
+
+
 def test_the_article_score_erratum_is_the_one_cell_found():
     computed = ex.Q @ ex.K_T
     assert np.argwhere(differing_cells(computed, ex.PRINTED_SCORES)).tolist() == [[1, 0]]
