@@ -681,8 +681,8 @@ class SoftmaxExplorer(Explorer):
         self.canvas = _Canvas((4.6, 2.8))
         ax = self.canvas.figure.add_subplot()
         self.labels = [f"x{i + 1}" for i in range(self.n)]
-        self.bars = plots.weight_bars(softmax(row), self.labels, ax=ax, xlabel="entry x_j of the score row",
-                                      title="weights")
+        self.bars = plots.weight_bars(softmax(row), self.labels, ax=ax,
+                                      xlabel="entry x_j of the score row", title="weights")
         _hide(*self.bars.value_texts)  # the numbers are in the table: text is slow to draw
         self._start(_row(*boxes), c["temperature"], self.image, self.readout)
 
