@@ -1,7 +1,7 @@
 """Exercise checks for the course notebook on the problem (01 · The problem attention solves).
 
 The notebook invents small vectors for the tokens of the sentence (what each token looks
-for, what it offers to be matched, what it hands over) and passes them in; every check
+for, how it can be found, what it hands over) and passes them in; every check
 computes its expected answer from those inputs with :func:`attn_core.attention`.
 """
 

@@ -100,12 +100,12 @@ def check_quiz_heads(answer, d_model=examples.ARTICLE_D_MODEL, h=examples.ARTICL
 
 
 def check_quiz_maps(answer):
-    """Q5: what an attention map shows (where information flowed, not what was computed)."""
+    """Q5: what an attention map shows (how the values were blended, not what later layers did)."""
     hint = ("An attention map is the weight matrix after the softmax; ask what its rows "
             "add up to and what the weights do and do not tell you. " + _see("softmax"))
     return check_choice(answer, "a", CHOICES, hint=hint,
-                        why="A weight says how much of a value flowed in, not what later "
-                            "layers did with it.")
+                        why="A weight says how much of a value went into the blend, not what "
+                            "later layers did with it.")
 
 
 def check_quiz_long_context(answer, short=2048, long=8192):
