@@ -208,3 +208,68 @@ def test_printed_causal_row_2_follows_the_printed_score_slip():
     assert differing_cells(examples.PRINTED_CAUSAL_WEIGHTS[1, :2], slipped) == set()
     assert differing_cells(examples.PRINTED_CAUSAL_WEIGHTS[1, :2],
                            REF_CAUSAL_WEIGHTS[1][:2]) == {(1, 1), (1, 2)}
+
+
+def test_the_course_errata_helper_finds_the_same_cells():
+    # attn_core.errata.differing_cells (round the computed value, compare with the printed
+    # digits) is what every notebook uses; on the article's data it must flag exactly the
+    # cells recorded above, found here by the plain tolerance rule.
+    from attn_core.errata import differing_cells as course_rule
+
+    for name, (computed, recorded) in ERRATA.items():
+        flagged = course_rule(np.atleast_2d(np.asarray(computed, dtype=float)),
+                              np.atleast_2d(getattr(examples, name)))
+        assert {(int(i) + 1, int(j) + 1) for i, j in np.argwhere(flagged)} == recorded, name
+
+
+def test_printed_output_fits_printed_weights_only_in_two_halfway_cells():
+    # Notebook 06: printed weights @ V, in exact decimal arithmetic. Six cells are further
+    # from the printed output than any rounding; (1, 1) = 1.125 and (2, 2) = 1.795 sit
+    # exactly halfway between two hundredths, so 1.13 and 1.79 are legitimate roundings.
+    from fractions import Fraction
+
+    def exact(a):
+        return [[Fraction(str(float(x))) for x in row] for row in a]
+
+    w, v, printed = exact(examples.PRINTED_WEIGHTS), exact(examples.V), exact(
+        examples.PRINTED_OUTPUT)
+    product = [[sum(w[i][j] * v[j][c] for j in range(4)) for c in range(2)] for i in range(4)]
+    half = Fraction(1, 200)
+    near = {(i + 1, c + 1) for i in range(4) for c in range(2)
+            if abs(product[i][c] - printed[i][c]) <= half}
+    assert near == {(1, 1), (2, 2)}
+    assert all(abs(product[i - 1][c - 1] - printed[i - 1][c - 1]) == half for i, c in near)
+    assert product[0][0] == Fraction(9, 8)  # the sum the article writes out: 1.125
+
+
+def test_article_row_1_percentages():
+    # Notebook 05: the article's "31% from itself, 26% from token 2" comes from its printed
+    # weights; the computed weights give 32% and 24%.
+    assert [round(100 * x) for x in examples.PRINTED_WEIGHTS[0, :2]] == [31, 26]
+    assert [round(100 * x) for x in REF_WEIGHTS[0][:2]] == [32, 24]
+
+
+def ref_jacobian_norm(p):
+    """Frobenius norm of diag(p) - p p^T, entry by entry."""
+    n = len(p)
+    return math.sqrt(sum((p[i] * ((i == j) - p[j])) ** 2 for i in range(n) for j in range(n)))
+
+
+def test_jacobian_norm_rises_then_falls_as_a_row_of_16_sharpens():
+    # Notebook 04: a uniform row of 16 has small Jacobian entries (about 1/16), a row with
+    # half its weight on one key has larger ones, and a near one-hot row almost none.
+    uniform = [1 / 16] * 16
+    peaked = [0.5] + [0.5 / 15] * 15
+    one_hot = [1 - 15e-6] + [1e-6] * 15
+    assert ref_jacobian_norm(one_hot) < 1e-4 < ref_jacobian_norm(uniform) \
+        < ref_jacobian_norm(peaked)
+    from attn_core import softmax_jacobian
+    for p in (uniform, peaked, one_hot):
+        assert math.isclose(float(np.linalg.norm(softmax_jacobian(np.array(p)))),
+                            ref_jacobian_norm(p), rel_tol=1e-9)
+
+
+def test_saturation_toy_row_gradient_is_hundreds_of_times_smaller():
+    small = ref_softmax([float(x) for x in examples.SMALL_SCORES])
+    large = ref_softmax([examples.SATURATION_FACTOR * float(x) for x in examples.SMALL_SCORES])
+    assert 100 < ref_jacobian_norm(small) / ref_jacobian_norm(large) < 1000
