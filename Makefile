@@ -6,6 +6,11 @@
 #                    (without live-widget state: tools/clean_outputs.py)
 #   make nav         regenerate navigation cells and course maps (tools/nav.py)
 #   make bench       run every benchmarks/bench_*.py
+#   make html        the static edition: every notebook with its stored outputs as HTML in
+#                    build/html/ (open build/html/index.html; works offline, no kernel)
+#   make test-extras install the pinned extras the Binder and browser tests need
+#                    (Playwright, jupyter-repo2docker; the browser itself: apt-get install
+#                    chromium); without them those tests are skipped (failed under CI=true)
 #   make clean       remove caches and build files (make distclean also removes .venv)
 #
 # Variables: ARGS (extra pytest options: make test ARGS="-k softmax"), CELL_TIMEOUT and
@@ -30,7 +35,7 @@ PORT ?= 8888
 # JupyterLab refuses to run as root unless told to.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help setup lab test notebooks nav bench clean distclean
+.PHONY: help setup lab test notebooks nav bench html test-extras clean distclean
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -83,6 +88,17 @@ notebooks: nav
 	    "$$nb"; \
 	done; \
 	$(PY) tools/clean_outputs.py
+
+# --- static edition and test extras (Binder, browser and static-HTML tests) --------------
+
+html: setup
+	$(PY) tools/build_html.py --out build/html
+
+# Pinned here, not in requirements.txt, so learners and the Binder image do not carry them.
+TEST_EXTRAS := playwright==1.65.2 jupyter-repo2docker==2026.4.0
+
+test-extras: setup
+	$(PIP) install $(TEST_EXTRAS)
 
 bench: setup
 	@set -e; found=0; for script in benchmarks/bench_*.py; do \

@@ -74,3 +74,40 @@ def pytest_collection_modifyitems(config, items):
 def pytest_runtest_setup(item):
     if item.get_closest_marker("torch") is not None:
         import_torch()
+
+
+# --- browser gate (added for tests/test_browser.py and tests/test_static_html.py) ---------
+# The browser tests drive Debian's Chromium with Playwright for Python. Without either, they
+# are skipped with the reason, except under CI=true, where a missing browser is a failure:
+# .ci/run installs both (`apt-get install chromium`, `make test-extras`).
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+# Headless Debian Chromium as root, with nothing that calls home.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--disable-dev-shm-usage"]
+# Screenshots for a person to look at (artifacts/ is gitignored).
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
+
+
+def browser_or_skip():
+    """Return the Chromium path, or skip the test (locally) / fail it (under CI)."""
+    from importlib.util import find_spec
+
+    missing = []
+    if find_spec("playwright") is None:
+        missing.append("Playwright for Python (`make test-extras`)")
+    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
+        missing.append(f"Chromium at {CHROMIUM} (`apt-get install chromium`, or set CHROMIUM)")
+    if missing:
+        reason = "browser tests need " + " and ".join(missing)
+        if in_ci():
+            pytest.fail(f"{reason}, but CI=true: .ci/run must install them", pytrace=False)
+        pytest.skip(reason)
+    return CHROMIUM
+
+
+@pytest.fixture(scope="session")
+def requires_browser():
+    """The Chromium executable; skips without Playwright/Chromium, fails under CI=true."""
+    return browser_or_skip()

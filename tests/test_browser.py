@@ -1,0 +1,429 @@
+"""Every notebook in JupyterLab, in a real (headless) browser, as a learner runs it.
+
+A JupyterLab server is started for this module on 127.0.0.1, on a free port, with a token,
+fresh Jupyter config/runtime/data folders and settings (no "Jupyter news" pop-up, no update
+check, every cell in the page), over a temporary copy of notebooks/ (the repository's
+notebooks are never changed). Playwright for Python drives Debian's Chromium:
+
+* each notebook is opened, run with Run > Run All Cells, and must end with the kernel idle
+  (status bar ``Python 3 (ipykernel) | Idle``), every code cell run, no error output, and
+  every widget rendered ("Error displaying widget" or "Loading widget..." fail it);
+* a screenshot of the whole notebook is saved in artifacts/screenshots/ for a person to
+  look at;
+* in the scaling, mask and heads explorers (04, 07, 08) a control is moved with the
+  keyboard (slider handle focused, ArrowRight) and the read-out and the figure (the
+  image's ``src``) must change; the time from the key press to the new image decoded in the
+  page is printed (a benchmark, not asserted; goal 150 ms).
+
+Skipped without Playwright or Chromium (see tests/conftest.py); a failure under CI=true.
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import CHROMIUM_ARGS, SCREENSHOTS
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+IDLE = "Python 3 (ipykernel) | Idle"
+# The explorers whose controls are moved: notebook -> the call in its Try-it cell.
+EXPLORERS = {
+    "04-scaling.ipynb": "scaling_explorer()",
+    "07-causal-masking.ipynb": "mask_explorer()",
+    "08-multi-head.ipynb": "heads_explorer()",
+}
+LATENCY_GOAL_MS = 150
+
+SERVER_START_TIMEOUT = 120  # s
+PAGE_TIMEOUT = 120_000  # ms: opening JupyterLab, a kernel start
+RUN_TIMEOUT = 300_000  # ms: Run All of one notebook on a busy machine
+UPDATE_TIMEOUT = 30_000  # ms: one explorer update
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+# Lab settings for the test user: no news or update notifications; all cells in the DOM
+# (JupyterLab may otherwise leave cells out of the page until they are scrolled to).
+SETTINGS = {
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "fetchNews": "false", "checkForUpdates": False, "doNotDisturbMode": True},
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {
+        "windowingMode": "none"},
+    "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
+}
+
+
+# --- the server ------------------------------------------------------------------------------
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Lab:
+    """A JupyterLab server over a copy of notebooks/, stopped by :meth:`stop`."""
+
+    def __init__(self, base):
+        self.base = base
+        self.root = base / "root"
+        shutil.copytree(ROOT / "notebooks", self.root / "notebooks")
+        settings = base / "user-settings"
+        for rel, value in SETTINGS.items():
+            path = settings / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(value))
+        self.port = free_port()
+        self.token = uuid.uuid4().hex
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ)
+        for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTER_DATA_DIR",
+                     "IPYTHONDIR"):
+            env[name] = str(base / name.lower())
+        env.pop("JUPYTER_PATH", None)
+        env.pop("MPLBACKEND", None)  # as a learner has it; the notebooks say %matplotlib inline
+        args = [sys.executable, "-m", "jupyterlab", "--no-browser",
+                "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}",
+                "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
+                f"--ServerApp.root_dir={self.root}", "--LabApp.expose_app_in_browser=True",
+                f"--LabApp.user_settings_dir={settings}",
+                f"--LabApp.workspaces_dir={base / 'workspaces'}",
+                "--LabApp.news_url=", "--ServerApp.terminals_enabled=False"]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            args.append("--allow-root")
+        self.log = open(base / "jupyterlab.log", "wb")
+        self.proc = subprocess.Popen(args, cwd=self.root, env=env, stdout=self.log,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self._wait_ready()
+
+    def api(self, path, method="GET"):
+        req = urllib.request.Request(f"{self.url}{path}", method=method,
+                                     headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            body = resp.read()
+        return json.loads(body) if body else None
+
+    def _wait_ready(self):
+        deadline = time.monotonic() + SERVER_START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                self.api("/api/status")
+                return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                time.sleep(0.5)
+        self.stop()
+        pytest.fail("JupyterLab did not start:\n" + self.log_tail(), pytrace=False)
+
+    def log_tail(self, n=4000):
+        if not self.log.closed:
+            self.log.flush()
+        return (self.base / "jupyterlab.log").read_bytes()[-n:].decode(errors="replace")
+
+    def shutdown_kernels(self):
+        for session in self.api("/api/sessions"):
+            self.api(f"/api/sessions/{session['id']}", method="DELETE")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    server = Lab(tmp_path_factory.mktemp("jupyterlab"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(requires_browser):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=requires_browser, args=CHROMIUM_ARGS,
+                                     timeout=PAGE_TIMEOUT)
+        yield chromium
+        chromium.close()
+
+
+def report(config, text):
+    """Print past pytest's output capture (on the terminal, also without -s)."""
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if capture is None:
+        print(text)
+        return
+    with capture.global_and_fixture_disabled():
+        print(text)
+
+
+@pytest.fixture(scope="module")
+def latencies(request):
+    """Key press -> new image, in ms, collected over the module and printed at its end."""
+    found = {}
+    start = time.monotonic()
+    yield found
+    phases = found.pop("_phases", {})
+    lines = [f"  {name}: {ms:.0f} ms" for name, ms in found.items()]
+    steps = [f"  {nb}: " + ", ".join(f"{k} {v:.1f} s" for k, v in t.items())
+             for nb, t in phases.items()]
+    report(request.config,
+           f"\n[browser] notebooks in JupyterLab: {time.monotonic() - start:.0f} s\n"
+           + "\n".join(steps)
+           + f"\n[browser] explorer latency, key press to new image in the page "
+           f"(goal {LATENCY_GOAL_MS} ms):\n" + "\n".join(lines or ["  (no explorer was run)"]))
+
+
+# --- one notebook ------------------------------------------------------------------------------
+
+# JavaScript run in the page (JupyterLab exposes itself as window.jupyterapp).
+JS_STATE = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const cells = panel.content.model.cells;
+  const out = {code: 0, unrun: 0, errors: [], running: 0};
+  for (let i = 0; i < cells.length; i++) {
+    const cell = cells.get(i);
+    if (cell.type !== 'code') continue;
+    out.code += 1;
+    if (!cell.executionCount) out.unrun += 1;
+    for (const o of cell.toJSON().outputs || []) {
+      if (o.output_type === 'error') out.errors.push(`cell ${i + 1}: ${o.ename}: ${o.evalue}`);
+    }
+  }
+  out.running = document.querySelectorAll('.jp-InputArea-prompt').length
+    ? [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')]
+        .filter(p => p.textContent.includes('*')).length
+    : 0;
+  out.kernel = panel.sessionContext.session?.kernel?.status;
+  return out;
+}"""
+
+JS_WIDGETS = """() => {
+  const text = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)').innerText;
+  const views = [...document.querySelectorAll(
+    '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output')]
+    .filter(o => o.getAttribute('data-mime-type') ===
+      'application/vnd.jupyter.widget-view+json');
+  const images = [...document.querySelectorAll(
+    '.jp-NotebookPanel:not(.lm-mod-hidden) img.widget-image')];
+  return {
+    errors: (text.match(/Error displaying widget[^\\n]*/g) || []),
+    loading: (text.match(/Loading widget[^\\n]*/g) || []),
+    views: views.length,
+    empty_views: views.filter(v => !v.querySelector('.jupyter-widgets')).length,
+    images: images.length,
+    blank_images: images.filter(i => !i.complete || i.naturalWidth === 0).length,
+  };
+}"""
+
+
+@pytest.fixture(scope="module")
+def lab_page(lab, browser):
+    """One browser page with JupyterLab loaded once (a full load takes 15 s or more on a
+    busy machine); each test opens its notebook in it and closes it afterwards."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(PAGE_TIMEOUT)
+    page = context.new_page()
+    page.goto(f"{lab.url}/lab/workspaces/browser-test?reset&token={lab.token}",
+              timeout=PAGE_TIMEOUT)
+    page.wait_for_function("window.jupyterapp && window.jupyterapp.shell"
+                           " && document.querySelector('.jp-LabShell')", timeout=PAGE_TIMEOUT)
+    page.locator(".jp-StatusBar-Widget").first.wait_for(timeout=PAGE_TIMEOUT)
+    yield page
+    context.close()
+
+
+def open_notebook(page, name):
+    """Open notebooks/NAME as a learner would (File Browser or File > Open), await its kernel."""
+    page.evaluate("(path) => window.jupyterapp.commands.execute('docmanager:open', {path})",
+                  f"notebooks/{name}")
+    page.wait_for_function(
+        """(name) => { const w = window.jupyterapp.shell.currentWidget;
+             return w && w.context && w.context.path.endsWith(name)
+               && w.node.querySelector('.jp-Cell'); }""", arg=name, timeout=PAGE_TIMEOUT)
+    page.get_by_text(IDLE, exact=True).wait_for(timeout=PAGE_TIMEOUT)
+
+
+# Close every open notebook without saving (the copy is thrown away anyway).
+JS_CLOSE_ALL = """() => {
+  for (const w of [...window.jupyterapp.shell.widgets('main')]) {
+    if (w.context && w.context.model) w.context.model.dirty = false;
+    w.dispose();
+  }
+}"""
+
+
+def run_all(page):
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
+    # Done: no cell waiting or running, or an error stopped Run All; then the kernel idle.
+    page.wait_for_function(
+        f"(() => {{ const s = ({JS_STATE})(); "
+        "return s.errors.length > 0 || (s.unrun === 0 && s.running === 0); })()",
+        timeout=RUN_TIMEOUT, polling=250)
+    page.get_by_text(IDLE, exact=True).wait_for(timeout=RUN_TIMEOUT)
+
+
+JS_SCROLLER = """() => {
+  const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+  const el = [panel.querySelector('.jp-WindowedPanel-outer'), panel.querySelector('.jp-Notebook')]
+    .find(e => e && e.scrollHeight > e.clientHeight) || panel.querySelector('.jp-Notebook');
+  // The content ends at the last cell (JupyterLab pads the end so one can scroll past it).
+  const cells = panel.querySelectorAll('.jp-Notebook .jp-Cell');
+  const last = cells[cells.length - 1];
+  const end = last ? last.getBoundingClientRect().bottom - el.getBoundingClientRect().top
+                     + el.scrollTop + 20 : el.scrollHeight;
+  return {total: Math.min(Math.ceil(end), el.scrollHeight), visible: el.clientHeight};
+}"""
+JS_SCROLL_TO = """(y) => {
+  const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+  for (const e of [panel.querySelector('.jp-WindowedPanel-outer'),
+                   panel.querySelector('.jp-Notebook')]) { if (e) e.scrollTop = y; }
+}"""
+MAX_SHOT_HEIGHT = 12000  # px: one tall screenshot, or several scrolled ones beyond this
+
+
+def screenshot_notebook(page, name):
+    """The whole notebook: the page is made as tall as the notebook (or, for a very long
+    one, as tall as allowed, then shot again scrolled); saved as NAME.png, NAME-2.png, ..."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    stem = Path(name).stem
+    for old in SCREENSHOTS.glob(f"{stem}-[0-9]*.png"):
+        old.unlink()
+    size = page.viewport_size
+    first = page.evaluate(JS_SCROLLER)
+    chrome = size["height"] - first["visible"]  # menu, toolbar and status bar
+    height = min(max(first["total"] + chrome, size["height"]), MAX_SHOT_HEIGHT)
+    page.set_viewport_size({"width": size["width"], "height": height})
+    try:
+        page.wait_for_timeout(500)  # let the layout settle at the new size
+        dims = page.evaluate(JS_SCROLLER)
+        y, part = 0, 1
+        while True:
+            page.evaluate(JS_SCROLL_TO, y)
+            page.wait_for_timeout(200)
+            suffix = "" if part == 1 else f"-{part}"
+            page.screenshot(path=str(SCREENSHOTS / f"{stem}{suffix}.png"))
+            y += dims["visible"]
+            part += 1
+            if y >= dims["total"] or part > 10:
+                break
+    finally:
+        page.set_viewport_size(size)
+
+
+def explorer_output(page, call):
+    cell = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell").filter(
+        has=page.locator(".jp-InputArea-editor", has_text=call)).filter(
+        has=page.locator(".jp-OutputArea-output img.widget-image"))
+    assert cell.count() == 1, f"no single cell calls {call} and shows its figure"
+    return cell.locator(".jp-OutputArea-output").filter(has=page.locator("img.widget-image"))
+
+
+JS_WATCH = """(img) => {
+  // Record when the key goes down and when the image shows a new, decoded picture.
+  const w = {t0: null, ms: null, src: img.src};
+  window.__watch = w;
+  const start = () => { if (w.t0 === null) w.t0 = performance.now(); };
+  for (const type of ['keydown', 'input', 'change']) {  // a key press, or a choice made
+    document.addEventListener(type, start, {capture: true, once: true});
+  }
+  const obs = new MutationObserver(() => {
+    if (img.src === w.src) return;
+    obs.disconnect();
+    const src = img.src;
+    img.decode().catch(() => {}).then(() => {
+      w.ms = performance.now() - w.t0; w.src = src; });
+  });
+  obs.observe(img, {attributes: true, attributeFilter: ['src']});
+}"""
+
+
+def move_control(page, output, label, latencies):
+    """Press an arrow key on the explorer's first slider; time the new image."""
+    img = output.locator("img.widget-image").first
+    before_src = img.get_attribute("src")
+    handles = output.locator(".widget-slider .noUi-handle")
+    assert handles.count(), f"{label}: the explorer shows no slider"
+    handle = handles.first
+    readout = output.locator(".widget-slider .widget-readout").first
+    before = readout.inner_text()
+    now, top = (handle.get_attribute(a) for a in ("aria-valuenow", "aria-valuemax"))
+    key = "ArrowRight" if now is None or top is None or float(now) < float(top) else "ArrowLeft"
+    handle.focus()
+    img.evaluate(JS_WATCH)
+    page.keyboard.press(key)
+    page.wait_for_function("window.__watch && window.__watch.ms !== null",
+                           timeout=UPDATE_TIMEOUT, polling="raf")
+    ms = page.evaluate("window.__watch.ms")
+    page.wait_for_function(
+        "([el, old]) => el.innerText !== old", arg=[readout.element_handle(), before],
+        timeout=UPDATE_TIMEOUT)
+    after = readout.inner_text()
+    assert img.get_attribute("src") != before_src, f"{label}: the figure did not change"
+    assert after != before, f"{label}: the read-out did not change ({before!r})"
+    latencies[f"{label} ({key}): {before.strip()[:20]!r} -> {after.strip()[:20]!r}"] = ms
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_in_jupyterlab(notebook, lab, lab_page, latencies):
+    name = notebook.name
+    page = lab_page
+    phases = latencies.setdefault("_phases", {}).setdefault(notebook.stem, {})
+    clock = [time.monotonic()]
+
+    def lap(phase):
+        now = time.monotonic()
+        phases[phase] = now - clock[0]
+        clock[0] = now
+
+    try:
+        open_notebook(page, name)
+        lap("open")
+        run_all(page)
+        lap("run all")
+        state = page.evaluate(JS_STATE)
+        assert not state["errors"], f"{name}: error outputs: {state['errors']}"
+        assert state["unrun"] == 0, f"{name}: {state['unrun']} code cells did not run"
+        # Widgets render asynchronously after their output arrives: give them a moment.
+        page.wait_for_function(
+            f"(() => {{ const w = ({JS_WIDGETS})(); return w.loading.length === 0 "
+            "&& w.empty_views === 0 && w.blank_images === 0; })()",
+            timeout=UPDATE_TIMEOUT, polling=250)
+        widgets = page.evaluate(JS_WIDGETS)
+        assert not widgets["errors"], f"{name}: {widgets['errors']}"
+        if name in EXPLORERS:
+            assert widgets["images"] > 0, f"{name}: the explorer shows no figure"
+            label = f"{name[:2]} {EXPLORERS[name]}"
+            output = explorer_output(page, EXPLORERS[name])
+            output.scroll_into_view_if_needed()
+            move_control(page, output, label, latencies)
+            output.screenshot(path=str(SCREENSHOTS / f"{notebook.stem}-explorer.png"))
+        lap("checks")
+        screenshot_notebook(page, name)
+        lap("screenshot")
+    except Exception:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / f"FAILED-{notebook.stem}.png"))
+        raise
+    finally:
+        page.evaluate(JS_CLOSE_ALL)
+        lab.shutdown_kernels()
+
