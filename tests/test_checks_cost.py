@@ -148,11 +148,11 @@ def reference_running_max(q, k, rows, upto):
 
 def test_running_max_right(small):
     q, k, v = small
-    # tile 1 of block 2: query rows 0, 1 against key columns 2, 3 (after columns 0, 1)
+    # tile 2 (counted from 1) of block 2: numpy rows 0, 1 against columns 2, 3 (after 0, 1)
     answer = reference_running_max(q.tolist(), k.tolist(), range(0, 2), 4)
-    assert check_running_max(answer, q, k, v, block_size=2, step=1)
+    assert check_running_max(answer, q, k, v, block_size=2, step=2)
     answer = reference_running_max(q.tolist(), k.tolist(), range(2, 4), 6)
-    assert check_running_max(answer, q, k, v, block_size=2, step=5)
+    assert check_running_max(answer, q, k, v, block_size=2, step=6)
 
 
 def test_running_max_this_tile_only_is_named(small):
@@ -161,14 +161,14 @@ def test_running_max_this_tile_only_is_named(small):
     expected = s[0:2, 0:4].max(axis=1)
     tile_only = s[0:2, 2:4].max(axis=1)
     assert not np.allclose(tile_only, expected)  # the example must tell them apart
-    fb = check_running_max(tile_only, q, k, v, block_size=2, step=1)
+    fb = check_running_max(tile_only, q, k, v, block_size=2, step=2)
     assert_not_yet(fb)
     assert "this tile alone" in fb.message
 
 
 def test_running_max_unscaled_is_named(small):
     q, k, v = small
-    fb = check_running_max((q @ k.T)[0:2, 0:4].max(axis=1), q, k, v, block_size=2, step=1)
+    fb = check_running_max((q @ k.T)[0:2, 0:4].max(axis=1), q, k, v, block_size=2, step=2)
     assert_not_yet(fb)
     assert "sqrt(d_k)" in fb.message
 
@@ -176,7 +176,7 @@ def test_running_max_unscaled_is_named(small):
 @pytest.mark.parametrize("wrong", [[0.0, 0.0], [1.0, 2.0, 3.0], "max"])
 def test_running_max_wrong(small, wrong):
     q, k, v = small
-    fb = check_running_max(wrong, q, k, v, block_size=2, step=1)
+    fb = check_running_max(wrong, q, k, v, block_size=2, step=2)
     assert_not_yet(fb)
     expected = (q @ k.T / math.sqrt(3))[0:2, 0:4].max(axis=1)
     for value in expected:
@@ -185,4 +185,20 @@ def test_running_max_wrong(small, wrong):
 
 def test_running_max_unanswered(small):
     q, k, v = small
-    assert_unanswered(check_running_max(None, q, k, v, block_size=2, step=1))
+    assert_unanswered(check_running_max(None, q, k, v, block_size=2, step=2))
+
+
+def test_running_max_tile_counted_from_0_is_named(small):
+    q, k, v = small
+    # tile 3 asked; tile 4 (numpy's steps[3]) answered: query rows 3, 4 (from 1) after keys 1, 2
+    wrong = reference_running_max(q.tolist(), k.tolist(), range(2, 4), 2)
+    fb = check_running_max(wrong, q, k, v, block_size=2, step=3)
+    assert_not_yet(fb)
+    assert "counted from 1" in fb.message
+
+
+@pytest.mark.parametrize("step", [0, 10, 1.0, True])
+def test_running_max_step_is_a_tile_number_from_1(small, step):
+    q, k, v = small
+    with pytest.raises(ValueError):
+        check_running_max(None, q, k, v, block_size=2, step=step)

@@ -168,25 +168,35 @@ def projection():
 
 def test_head_queries_right_from_a_column_slice(projection):
     x, w_q = projection
-    # head 2 of 4: columns 4 and 5, computed from a loop
+    # head 3 of 4 (counted from 1): numpy columns 4 and 5, computed from a loop
     answer = [[sum(x[i, t] * w_q[t, c] for t in range(8)) for c in (4, 5)] for i in range(6)]
-    assert check_head_queries(answer, x, w_q, h=4, head=2)
+    assert check_head_queries(answer, x, w_q, h=4, head=3)
 
 
 def test_head_queries_off_by_one_head_is_named(projection):
     x, w_q = projection
-    fb = check_head_queries(x @ w_q[:, 2:4], x, w_q, h=4, head=2)
-    assert_not_yet(fb)
-    assert "counted from 0" in fb.message
+    before = check_head_queries(x @ w_q[:, 2:4], x, w_q, h=4, head=3)
+    after = check_head_queries(x @ w_q[:, 6:8], x, w_q, h=4, head=3)  # index 3 taken for head 3
+    assert_not_yet(before)
+    assert_not_yet(after)
+    assert "head before" in before.message
+    assert "head after" in after.message and "index 0" in after.message
+
+
+@pytest.mark.parametrize("head", [0, 5, 1.0, True])
+def test_head_queries_head_is_counted_from_1(projection, head):
+    x, w_q = projection
+    with pytest.raises(ValueError):
+        check_head_queries(None, x, w_q, h=4, head=head)
 
 
 @pytest.mark.parametrize("make", [lambda x, w: x @ w, lambda x, w: x @ w[:, 4:6] + 1,
                                   lambda x, w: (x @ w[:, 4:6]).T])
 def test_head_queries_wrong(projection, make):
     x, w_q = projection
-    assert_not_yet(check_head_queries(make(x, w_q), x, w_q, h=4, head=2))
+    assert_not_yet(check_head_queries(make(x, w_q), x, w_q, h=4, head=3))
 
 
 def test_head_queries_unanswered(projection):
     x, w_q = projection
-    assert_unanswered(check_head_queries(None, x, w_q, h=4, head=2))
+    assert_unanswered(check_head_queries(None, x, w_q, h=4, head=3))

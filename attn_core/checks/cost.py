@@ -55,14 +55,19 @@ def check_relative_cost(answer, n_long=8192, n_short=2048):
 def check_running_max(answer, q, k, v, block_size, step):
     """Exercise: the running max ``m`` of the tile's query rows after tile number ``step``.
 
-    Tiles are numbered from 0 in the order of :func:`attn_core.flash_attention_steps`.
+    Tiles are numbered from 1 (tile 1 is the first), in the order of
+    :func:`attn_core.flash_attention_steps`; the hint counts rows and columns from 1 too.
     """
     steps = flash_attention_steps(q, k, v, block_size=block_size)
-    tile = steps[step]
+    if (isinstance(step, bool) or not isinstance(step, (int, np.integer))
+            or not 1 <= step <= len(steps)):
+        raise ValueError(f"step must be a tile number from 1 to {len(steps)}, got {step!r}")
+    tile = steps[step - 1]
     rows = tile.rows
-    hint = (f"Tile {step} covers query rows {rows.start}..{rows.stop - 1} and key columns "
-            f"{tile.cols.start}..{tile.cols.stop - 1}; m is the largest scaled score each of "
-            "those rows has met in this tile and every earlier tile of the same rows.")
+    hint = (f"Tile {step} covers query rows {rows.start + 1} to {rows.stop} and key columns "
+            f"{tile.cols.start + 1} to {tile.cols.stop} (counted from 1); m is the largest scaled "
+            "score each of those rows has met in this tile and every earlier tile of the same "
+            "rows.")
     if is_unanswered(answer):
         return unanswered(hint)
     expected = tile.running_max[..., rows]
@@ -77,5 +82,11 @@ def check_running_max(answer, q, k, v, block_size, step):
             return not_yet(f"that is the max of this tile alone; m carries over. {hint}")
         if not np.allclose(unscaled, expected) and np.allclose(got, unscaled, atol=1e-2):
             return not_yet(f"those are unscaled dot products; divide by sqrt(d_k). {hint}")
+        if step < len(steps):
+            nxt = steps[step]  # the tile after: what numpy's index ``step`` gives
+            other = nxt.running_max[..., nxt.rows]
+            if (other.shape == got.shape and not np.allclose(other, expected)
+                    and np.allclose(got, other, atol=1e-2)):
+                return not_yet(f"that is the tile after it: tiles are counted from 1 here. {hint}")
     return check_array(answer, expected, hint=hint,
                        why="m is the max over every key column seen so far for each row.")

@@ -49,8 +49,8 @@ def check_head_dim(answer, d_model=768, h=12):
 
 def check_valid_head_counts(answer, d_model=12):
     """Exercise: every head count h (1 <= h <= d_model) that split_heads accepts."""
-    hint = ("A head count h is valid when d_model / h is a whole number (no remainder); try each h from "
-            "1 up to d_model, and test it with d_model % h == 0.")
+    hint = ("A head count h is valid when d_model / h is a whole number (no remainder); try "
+            "each h from 1 up to d_model, and test it with d_model % h == 0.")
     if is_unanswered(answer):
         return unanswered(hint)
     try:
@@ -96,20 +96,28 @@ def check_weights_shape(answer, batch=2, h=4, n=10):
 
 
 def check_head_queries(answer, x, w_q, h, head):
-    """Exercise: the queries of head ``head`` (0-based), from a column slice of ``w_q``."""
+    """Exercise: the queries of head number ``head`` (from 1), from a column slice of ``w_q``.
+
+    Head 1 is the first head (numpy's index 0), as the course's prose counts.
+    """
     d_k = _head_dim(np.shape(w_q)[1], h)
-    hint = (f"Head {head} owns {d_k} consecutive columns of W_q, starting at column "
-            f"{head} * d_k; multiply the embeddings by that slice.")
-    expected = split_heads(np.asarray(x, dtype=float) @ np.asarray(w_q, dtype=float), h)[head]
+    if isinstance(head, bool) or not isinstance(head, (int, np.integer)) or not 1 <= head <= h:
+        raise ValueError(f"head must be a head number from 1 to {h}, got {head!r}")
+    hint = (f"Head {head} owns {d_k} consecutive columns of W_q, after the {head - 1} * d_k "
+            f"columns of the heads before it (numpy counts from 0); multiply the embeddings by "
+            "that slice.")
+    all_heads = split_heads(np.asarray(x, dtype=float) @ np.asarray(w_q, dtype=float), h)
+    expected = all_heads[head - 1]
     if is_unanswered(answer):
         return unanswered(hint)
     try:
         got = np.asarray(answer, dtype=float)
     except (TypeError, ValueError):
         got = None
-    if got is not None and got.shape == expected.shape and head > 0:
-        zero_based_off = split_heads(np.asarray(x) @ np.asarray(w_q), h)[head - 1]
-        if np.allclose(got, zero_based_off, atol=1e-6):
-            return not_yet(f"that is the head before: heads are counted from 0 here. {hint}")
+    if got is not None and got.shape == expected.shape:
+        for other, why in ((head, "the head after it: head 1 is numpy's index 0"),
+                           (head - 2, "the head before it")):
+            if 0 <= other < h and np.allclose(got, all_heads[other], atol=1e-6):
+                return not_yet(f"those are the queries of {why}. {hint}")
     return check_array(answer, expected, hint=hint, atol=1e-6,
                        why="A slice of the big projection is a head's own projection.")
