@@ -927,9 +927,9 @@ class HeadsExplorer(Explorer):
         c = self.controls
         c["d_model"] = W.Dropdown(options=D_MODELS, value=d_model, description="d_model",
                                   style=STYLE, layout=W.Layout(width="180px"))
-        c["h"] = W.Dropdown(options=head_counts(d_model), value=h,
-                            description="heads h (divisors of d_model)", style=STYLE,
-                            layout=W.Layout(width="300px"))
+        # A slider over the divisors only: moves with the arrow keys, offers no invalid h.
+        c["h"] = _slider(W.SelectionSlider, "heads h (divisors of d_model)",
+                         options=head_counts(d_model), value=h)
         self._watch("h")
         c["d_model"].observe(self._on_d_model, names="value")
         self.readout = W.HTML()
