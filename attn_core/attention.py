@@ -3,11 +3,17 @@
 import numpy as np
 
 from ._validate import as_float_array, batch_shape, check_mask, check_scale
-from .softmax import stable_softmax
+from .softmax import softmax_inplace
 
 #: The score given to a position a query may not attend to. exp(-inf) is exactly 0, so
 #: a masked position gets exactly zero weight and the other weights still sum to 1.
 MASKED_SCORE = -np.inf
+
+#: Bytes of weights handled at a time: attention fills the weights a block of query rows
+#: at a time, and each block goes through scores, mask, softmax and ``@ v`` while it is
+#: still in cache. 4 MiB (256 float32 rows at n = 4096) was fastest in
+#: benchmarks/bench_attention.py: smaller blocks fit L2 but give ``@ v`` too few rows.
+BLOCK_BYTES = 4 * 1024 * 1024
 
 
 def _check_qk(q, k):
@@ -120,10 +126,33 @@ def attention(q, k, v, mask=None, scale=None):
             f"got k of shape {k.shape} and v of shape {v.shape}"
         )
     batch_shape({"q": q.shape, "k": k.shape, "v": v.shape})
-    s = _scores(q, k, check_scale(scale, q.shape[-1]))
+    scale = check_scale(scale, q.shape[-1])
+    shape = (*batch_shape({"q": q.shape, "k": k.shape}), q.shape[-2], k.shape[-2])
     if mask is not None:
-        mask = check_mask(mask, s.shape)
-        s = np.where(mask, s, s.dtype.type(MASKED_SCORE))
-    weights = stable_softmax(s, axis=-1)
-    out = weights @ v  # (..., n_q, n_k) @ (..., n_k, d_v) -> (..., n_q, d_v)
+        mask = check_mask(mask, shape)
+        shape = np.broadcast_shapes(shape, mask.shape)
+        mask = np.broadcast_to(mask, shape)  # a view, no copy
+    weights = np.empty(shape, dtype=np.result_type(q, k))  # (..., n_q, n_k)
+    out = np.empty((*np.broadcast_shapes(shape[:-2], v.shape[:-2]), q.shape[-2], v.shape[-1]),
+                   dtype=np.result_type(weights, v))  # (..., n_q, d_v)
+    q = q * q.dtype.type(scale)  # scale the n_q * d_k queries, not the n_q * n_k scores
+    for rows in _row_blocks(shape, weights.itemsize):
+        w = weights[..., rows, :]  # (..., b, n_k), a view into weights
+        _weights_block_(w, q[..., rows, :], k, None if mask is None else mask[..., rows, :])
+        np.matmul(w, v, out=out[..., rows, :])  # (..., b, n_k) @ (..., n_k, d_v) -> (..., b, d_v)
     return out, weights
+
+
+def _row_blocks(shape, itemsize):
+    """Slices of query rows whose weights, over the whole batch, take about BLOCK_BYTES."""
+    n_q, row_bytes = shape[-2], int(np.prod(shape[:-2])) * shape[-1] * itemsize
+    b = max(1, BLOCK_BYTES // row_bytes)
+    return [slice(i, min(i + b, n_q)) for i in range(0, n_q, b)]
+
+
+def _weights_block_(w, q_blk, k, mask_blk):
+    """Fill ``w`` in place with the softmax weights of the (already scaled) query rows ``q_blk``."""
+    np.matmul(q_blk, k.swapaxes(-1, -2), out=w)  # (..., b, d_k) @ (..., d_k, n_k) -> (..., b, n_k)
+    if mask_blk is not None:
+        np.copyto(w, MASKED_SCORE, where=~mask_blk)
+    softmax_inplace(w, axis=-1)

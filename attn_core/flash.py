@@ -88,39 +88,53 @@ def _query_block(q_blk, k, v, rows, block_size, causal, mask, scale, on_tile=Non
 
     Returns ``(m, l, acc)`` with shapes ``(..., b), (..., b), (..., b, d_v)``.
     """
-    lead = np.broadcast_shapes(q_blk.shape[:-2], k.shape[:-2], v.shape[:-2])
+    lead = np.broadcast_shapes(q_blk.shape[:-2], k.shape[:-2], v.shape[:-2],
+                               () if mask is None else mask.shape[:-2])
     dtype = np.result_type(q_blk, k, v)
     b, n_k = q_blk.shape[-2], k.shape[-2]
+    q_blk = q_blk * dtype.type(scale)  # (..., b, d_k): scale b * d_k queries, not every score
     m = np.full((*lead, b), -np.inf, dtype=dtype)
     l = np.zeros((*lead, b), dtype=dtype)
     acc = np.zeros((*lead, b, v.shape[-1]), dtype=dtype)
+    s_buf = np.empty((*lead, b, min(block_size, n_k)), dtype=dtype)  # reused by every tile
+    p_buf = np.empty_like(s_buf)
     for j0 in range(0, n_k, block_size):
         cols = slice(j0, min(j0 + block_size, n_k))
         if causal and j0 > rows.stop - 1:  # every key in the tile is after every query
             if on_tile:
                 on_tile(cols, None, m, l, acc)
             continue
-        s = q_blk @ k[..., cols, :].swapaxes(-1, -2)  # (..., b, d_k) @ (..., d_k, bk) -> (..., b, bk)
-        s *= dtype.type(scale)
-        allowed = None
-        if causal:
-            allowed = np.arange(cols.start, cols.stop) <= np.arange(rows.start, rows.stop)[:, None]
-        if mask is not None:
-            tile_mask = mask[..., rows, cols]
-            allowed = tile_mask if allowed is None else allowed & tile_mask
-        if allowed is not None:
-            s = np.where(allowed, s, dtype.type(-np.inf))
-        m_new = np.maximum(m, s.max(axis=-1))  # (..., b)
-        check_overflow(m_new, dtype)
-        shift = np.where(np.isfinite(m_new), m_new, 0)  # rows with nothing allowed yet
-        p = np.exp(s - shift[..., None])  # (..., b, bk); masked scores give exactly 0
-        rescale = np.exp(m - shift)  # (..., b); 0 where m was -inf
-        l = rescale * l + p.sum(axis=-1)
-        acc = rescale[..., None] * acc + p @ v[..., cols, :]  # (..., b, bk) @ (..., bk, d_v)
-        m = m_new
+        s = s_buf[..., : cols.stop - j0]  # (..., b, bk), a view
+        _tile_scores_(s, q_blk, k[..., cols, :], rows, cols, causal, mask)
+        _online_update_(s, p_buf[..., : cols.stop - j0], v[..., cols, :], m, l, acc)
         if on_tile:
             on_tile(cols, s, m, l, acc)
     return m, l, acc
+
+
+def _tile_scores_(s, q_blk, k_tile, rows, cols, causal, mask):
+    """Fill ``s`` in place with the masked scores of scaled queries ``q_blk`` against ``k_tile``."""
+    kt = k_tile.swapaxes(-1, -2)  # (..., bk, d_k) -> (..., d_k, bk), a view
+    np.matmul(q_blk, kt, out=s)  # (..., b, d_k) @ (..., d_k, bk) -> (..., b, bk)
+    if causal and cols.stop - 1 > rows.start:  # only a tile crossing the diagonal has later keys
+        later = np.arange(cols.start, cols.stop) > np.arange(rows.start, rows.stop)[:, None]
+        np.copyto(s, -np.inf, where=later)
+    if mask is not None:
+        np.copyto(s, -np.inf, where=~mask[..., rows, cols])
+
+
+def _online_update_(s, p, v_tile, m, l, acc):
+    """Fold one tile of scores ``s`` into ``m``, ``l`` and ``acc`` in place (``p`` is scratch)."""
+    m_new = np.maximum(m, s.max(axis=-1))  # (..., b)
+    check_overflow(m_new, m.dtype)
+    shift = np.where(np.isfinite(m_new), m_new, 0)  # rows with nothing allowed yet
+    np.exp(np.subtract(s, shift[..., None], out=p), out=p)  # (..., b, bk); masked give 0
+    rescale = np.exp(m - shift)  # (..., b); 0 where m was -inf
+    l *= rescale
+    l += p.sum(axis=-1)
+    acc *= rescale[..., None]
+    acc += p @ v_tile  # (..., b, bk) @ (..., bk, d_v) -> (..., b, d_v)
+    m[...] = m_new
 
 
 def _normalise(acc, l):

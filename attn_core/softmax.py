@@ -62,12 +62,35 @@ def stable_softmax(x, axis=-1):
     >>> stable_softmax(np.array([0.0, np.log(3.0)]))
     array([0.25, 0.75])
     """
-    row_max = x.max(axis=axis, keepdims=True)
+    e = np.subtract(x, _shift(x, axis))  # (..., n): the one new array; x is left as it is
+    return _exp_normalise_(e, axis)
+
+
+def softmax_inplace(x, axis=-1):
+    """:func:`stable_softmax` that overwrites the checked float ndarray ``x`` and returns it.
+
+    No array of ``x``'s size is allocated: the shift, ``exp`` and the normalisation all
+    write into ``x``; only the ``(..., 1)`` row maxima and sums are new.
+    """
+    np.subtract(x, _shift(x, axis), out=x)
+    return _exp_normalise_(x, axis)
+
+
+def _shift(x, axis):
+    """The row maxima (..., 1), checked for overflow; 0 for an all -inf slice."""
+    row_max = x.max(axis=axis, keepdims=True)  # (..., n) -> (..., 1) along axis
     check_overflow(row_max, x.dtype)
     row_max[np.isneginf(row_max)] = 0  # an all -inf slice: shift by 0, exp gives zeros
-    e = np.exp(x - row_max)
-    total = e.sum(axis=axis, keepdims=True)
-    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+    return row_max
+
+
+def _exp_normalise_(e, axis):
+    """In place: ``e = exp(e) / sum(exp(e))`` along ``axis``; an all -inf slice stays 0."""
+    np.exp(e, out=e)
+    total = e.sum(axis=axis, keepdims=True)  # (..., 1); 0 for an all -inf slice
+    # one division per row, then one multiplication per entry (not a division per entry)
+    np.multiply(e, np.divide(1, total, out=np.zeros_like(total), where=total > 0), out=e)
+    return e
 
 
 def softmax_jacobian(p):

@@ -1,0 +1,124 @@
+"""What the benchmark ran on, and how busy the machine was meanwhile (benchmark helpers only)."""
+
+import os
+import platform
+import subprocess
+import time
+
+#: Set on some processors for old OpenBLAS builds; they slow a current numpy (see
+#: .library/env/README.md). The benchmark removes both, for its own process only.
+OPENBLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+#: Idle thread-pool workers sleep instead of spinning, for the benchmark's process only.
+#: With 2 cores shared with other work, torch's spinning OpenMP workers and OpenBLAS's
+#: spinning pthreads (up to 2^28 cycles after each call) take the cores from each other and
+#: from the other processes: measured here, torch's n = 1024 attention took 124 ms alone with
+#: the defaults and 19 ms with OMP_WAIT_POLICY=PASSIVE; a numpy attention interleaved with
+#: torch took 45 ms, and 18 ms once OpenBLAS also stopped spinning.
+THREAD_POOL_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_THREAD_TIMEOUT": "4"}
+
+
+def prepare_environment():
+    """Re-exec this script once with THREAD_POOL_ENV and without OPENBLAS_VARS.
+
+    Both must be in place before numpy and torch load their thread pools. Returns what
+    OPENBLAS_VARS held before (for the report).
+    """
+    if "ATTN_BENCH_REEXEC" not in os.environ:
+        found = {name: os.environ[name] for name in OPENBLAS_VARS if name in os.environ}
+        env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_VARS}
+        env.update(THREAD_POOL_ENV, ATTN_BENCH_REEXEC=repr(found) if found else "none set")
+        import sys
+        os.execve(sys.executable, [sys.executable, *sys.argv], env)
+    return os.environ["ATTN_BENCH_REEXEC"]
+
+
+def lscpu():
+    """``lscpu`` as a dict (empty where it is missing)."""
+    try:
+        text = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return {}
+    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in text.splitlines())}
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def cpu_jiffies():
+    """(busy, total) jiffies of the whole machine since boot, from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
+class LoadMeter:
+    """How much of the machine other processes used while a section ran.
+
+    ``others`` is the share of all cores' time that was busy but not spent by this process
+    (0 = we had the machine to ourselves, 0.5 = another process kept one of two cores busy).
+    """
+
+    def __enter__(self):
+        self.start = (cpu_jiffies(), os.times(), time.perf_counter(), loadavg())
+        return self
+
+    def __exit__(self, *exc):
+        (busy0, total0), t0, w0, self.load_start = self.start
+        busy1, total1 = cpu_jiffies()
+        t1 = os.times()
+        self.wall = time.perf_counter() - w0
+        self.load_end = loadavg()
+        hz = os.sysconf("SC_CLK_TCK")
+        ours = (t1.user + t1.system + t1.children_user + t1.children_system
+                - t0.user - t0.system - t0.children_user - t0.children_system) * hz
+        total = max(total1 - total0, 1)
+        self.busy = (busy1 - busy0) / total
+        self.others = max(0.0, (busy1 - busy0 - ours) / total)
+        return False
+
+    def summary(self):
+        return (f"{self.wall:.0f} s; load average {self.load_start} -> {self.load_end}; "
+                f"cores busy {100 * self.busy:.0f}%, of which other processes "
+                f"{100 * self.others:.0f}% of the machine")
+
+
+def describe(threadpool_info, overrides):
+    """Lines of markdown that say what the machine and libraries were."""
+    import numpy
+    cpu = lscpu()
+    lines = [
+        f"- CPU: {cpu.get('Model name', platform.processor() or '?')} "
+        f"({cpu.get('Vendor ID', '?')}, family {cpu.get('CPU family', '?')} model "
+        f"{cpu.get('Model', '?')}), {os.cpu_count()} logical cores, "
+        f"{cpu.get('Thread(s) per core', '?')} thread(s) per core, "
+        f"hypervisor {cpu.get('Hypervisor vendor', 'none')}",
+        f"- caches: L1d {cpu.get('L1d cache', '?')}, L2 {cpu.get('L2 cache', '?')}, "
+        f"L3 {cpu.get('L3 cache', '?')}",
+        f"- memory: {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.1f} GiB; "
+        f"{platform.system()} {platform.release()}; Python {platform.python_version()}",
+        f"- numpy {numpy.__version__}"
+        + "".join(f", {name} {_version(name)}" for name in ("torch", "threadpoolctl")),
+        f"- OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE in the environment: {overrides} "
+        "(the benchmark removes both for its own process only)",
+        "- thread pools told to sleep when idle, for the benchmark's process only: "
+        + ", ".join(f"{k}={v}" for k, v in THREAD_POOL_ENV.items())
+        + " (why: benchmarks/_machine.py)",
+    ]
+    for lib in threadpool_info:
+        lines.append(
+            f"- thread pool: {lib.get('internal_api')} {lib.get('version') or ''} "
+            f"({lib.get('user_api')}), kernel architecture {lib.get('architecture', '-')}, "
+            f"{lib.get('num_threads')} threads, `{os.path.basename(lib.get('filepath', ''))}`")
+    return lines
+
+
+def _version(name):
+    try:
+        from importlib.metadata import version
+        return version(name)
+    except Exception:  # noqa: BLE001 - absent or unversioned: say so
+        return "not installed"
