@@ -272,3 +272,20 @@ def assert_raised_by_attn_core(excinfo):
     exc = excinfo.value
     assert exc.__cause__ is None and (exc.__context__ is None or exc.__suppress_context__), (
         f"the error is chained onto {exc.__context__!r}: use `raise ... from None`")
+
+
+def assert_clear_error(call, exc_type, pattern):
+    """``call()`` raises ``exc_type`` from attn_core's own checks, its message matching ``pattern``.
+
+    Run under ``np.errstate(all="raise")``: a numpy warning on the way is a failure too.
+    """
+    import re
+
+    import numpy as np
+    import pytest
+
+    with np.errstate(all="raise"), pytest.raises(exc_type) as excinfo:
+        call()
+    assert re.search(pattern, str(excinfo.value)), (
+        f"message {str(excinfo.value)!r} does not match {pattern!r}")
+    assert_raised_by_attn_core(excinfo)

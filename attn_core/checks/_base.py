@@ -48,6 +48,11 @@ def is_unanswered(answer):
     return answer is None or answer is Ellipsis
 
 
+def is_close(got, value, atol=1e-2):
+    """True if the number ``got`` is within ``atol`` of ``value`` (answers rounded to 0.01 pass)."""
+    return bool(np.isclose(got, value, atol=atol, rtol=0.0))
+
+
 def check_array(answer, expected, *, hint, why="", atol=1e-2, rtol=0.0):
     """Compare an array answer with the expected array: shape first, then values.
 

@@ -11,13 +11,10 @@ import numpy as np
 from .. import examples
 from ..attention import scores
 from ..softmax import softmax
-from ._base import check_array, check_choice, is_unanswered, not_yet, right, unanswered
+from ._base import (check_array, check_choice, is_close, is_unanswered, not_yet, right,
+                    unanswered)
 
 __all__ = ["check_weight_by_hand", "check_temperature_weights", "check_temperature_limit"]
-
-
-def _close(got, value, atol=1e-2):
-    return bool(np.isclose(got, value, atol=atol, rtol=0.0))
 
 
 def check_weight_by_hand(answer, row=2, col=3, q=None, k=None):
@@ -40,22 +37,22 @@ def check_weight_by_hand(answer, row=2, col=3, q=None, k=None):
         got = float(answer)
     except (TypeError, ValueError):
         return not_yet(f"the answer should be a single number. {hint}")
-    if _close(got, expected):
+    if is_close(got, expected):
         return right("Every weight is exp(score) over the sum of its row's exp(score).")
     raw = scores(q, k, scale=1.0)[i]
-    if _close(got, softmax(raw)[j]):
+    if is_close(got, softmax(raw)[j]):
         return not_yet("that is the softmax of the unscaled scores: divide the dot products "
                        "by sqrt(d_k) before exponentiating.")
-    if row.sum() != 0 and _close(got, row[j] / row.sum()):
+    if row.sum() != 0 and is_close(got, row[j] / row.sum()):
         return not_yet("you divided the score by the sum of the scores: exponentiate each "
                        "score first, then normalise.")
-    if _close(got, np.exp(row[j])):
+    if is_close(got, np.exp(row[j])):
         return not_yet("that is the exponential alone: divide it by the sum of the "
                        "exponentials of the whole row.")
-    if _close(got, softmax(scores(q, k)[:, j])[i]):
+    if is_close(got, softmax(scores(q, k)[:, j])[i]):
         return not_yet("softmax runs along a row (one query against every key), not down "
                        "a column.")
-    if 0.0 < got < 1.0 and _close(got, softmax(row)[j], atol=0.03):
+    if 0.0 < got < 1.0 and is_close(got, softmax(row)[j], atol=0.03):
         return not_yet(f"close, but not within 0.01: keep more decimals in the scores. {hint}")
     return not_yet(hint)
 

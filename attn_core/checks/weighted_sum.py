@@ -10,13 +10,9 @@ import numpy as np
 
 from .. import examples
 from ..attention import attention
-from ._base import check_array, is_unanswered, not_yet, right, unanswered
+from ._base import check_array, is_close, is_unanswered, not_yet, right, unanswered
 
 __all__ = ["check_output_entry", "check_uniform_output", "check_uniform_query"]
-
-
-def _close(got, value, atol=1e-2):
-    return bool(np.isclose(got, value, atol=atol, rtol=0.0))
 
 
 def check_output_entry(answer, row=1, col=1, q=None, k=None, v=None):
@@ -39,22 +35,22 @@ def check_output_entry(answer, row=1, col=1, q=None, k=None, v=None):
         got = float(answer)
     except (TypeError, ValueError):
         return not_yet(f"the answer should be a single number. {hint}")
-    if _close(got, expected):
+    if is_close(got, expected):
         return right("An output entry is the weights of its row dotted with one column of V.")
     others = [c for c in range(v.shape[-1]) if c != j]
-    if any(_close(got, out[i, c]) and not _close(expected, out[i, c]) for c in others):
+    if any(is_close(got, out[i, c]) and not is_close(expected, out[i, c]) for c in others):
         return not_yet(f"that is the entry for another column of V: use column {j + 1}.")
-    if _close(got, v[:, j].mean()):
+    if is_close(got, v[:, j].mean()):
         return not_yet("that is the plain mean of the column, as if every weight were "
                        "equal: weight each value by its attention weight.")
-    if _close(got, v[:, j].sum()):
+    if is_close(got, v[:, j].sum()):
         return not_yet("you added the column without weighting it: multiply each value "
                        "by its weight first.")
     if weights.shape[-1] == v.shape[-1] and j < v.shape[-2]:
-        if _close(got, weights[i] @ v[j]) and not _close(expected, weights[i] @ v[j]):
+        if is_close(got, weights[i] @ v[j]) and not is_close(expected, weights[i] @ v[j]):
             return not_yet("you multiplied the weights by a row of V: the weights of row "
                            f"{i + 1} go with a column of V.")
-    if _close(got, expected, atol=0.03):
+    if is_close(got, expected, atol=0.03):
         return not_yet(f"close, but not within 0.01: keep more decimals in the weights. {hint}")
     return not_yet(hint)
 
