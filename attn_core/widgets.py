@@ -744,7 +744,9 @@ class MaskExplorer(Explorer):
         c["window"] = _slider(W.IntSlider, "window width", min=1, max=n, value=min(3, n))
         c["apply"] = W.ToggleButtons(options=[("mask before softmax", "before"),
                                               ("zero after softmax", "after")],
-                                     value="before", style=STYLE)
+                                     value="before",
+                                     # buttons as wide as their labels: none is cut off
+                                     style={**STYLE, "button_width": "auto"})
         c["custom"] = W.GridBox(layout=W.Layout(display="none"))
         self.cell_buttons = np.empty((0, 0), dtype=object)  # built when "custom" is chosen
         self._watch("kind", "length", "window", "apply")

@@ -105,6 +105,8 @@ def test_controls_are_labelled_and_keyboard_usable(built, name):
         is_button = isinstance(w, (W.Button, W.ToggleButton))  # the text is on the button
         if getattr(w, "description", "") and hasattr(w, "style") and not is_button:
             assert w.style.description_width == "initial", key  # label never cut off
+        if isinstance(w, W.ToggleButtons):  # each button as wide as its own label
+            assert w.style.button_width == "auto", key
         assert not isinstance(w, W.Output)
 
 
