@@ -53,6 +53,34 @@ def is_close(got, value, atol=1e-2):
     return bool(np.isclose(got, value, atol=atol, rtol=0.0))
 
 
+def _as_sentence(hint):
+    return hint[:1].upper() + hint[1:]
+
+
+def read_number(answer, hint, what="a single number"):
+    """``(number, None)`` for an answer that is a number, else ``(None, feedback)``.
+
+    The feedback says the exercise is unanswered, or that the answer should be ``what``.
+    """
+    if is_unanswered(answer):
+        return None, unanswered(hint)
+    try:
+        return float(answer), None
+    except (TypeError, ValueError):
+        return None, not_yet(f"the answer should be {what}. {_as_sentence(hint)}")
+
+
+def read_shape(answer, hint):
+    """``(shape tuple, None)`` for an answer like ``(4, 4)``, else ``(None, feedback)``."""
+    if is_unanswered(answer):
+        return None, unanswered(hint)
+    try:
+        return tuple(int(x) for x in answer), None
+    except (TypeError, ValueError):
+        return None, not_yet("the answer should be a shape: a tuple of whole numbers like "
+                             f"(rows, columns). {_as_sentence(hint)}")
+
+
 def check_array(answer, expected, *, hint, why="", atol=1e-2, rtol=0.0):
     """Compare an array answer with the expected array: shape first, then values.
 
@@ -79,12 +107,9 @@ def check_array(answer, expected, *, hint, why="", atol=1e-2, rtol=0.0):
 
 def check_number(answer, expected, *, hint, why="", atol=1e-2, rtol=0.0):
     """Compare a single number with the expected one."""
-    if is_unanswered(answer):
-        return unanswered(hint)
-    try:
-        got = float(answer)
-    except (TypeError, ValueError):
-        return not_yet(f"the answer should be a single number. {hint}")
+    got, feedback = read_number(answer, hint)
+    if feedback is not None:
+        return feedback
     if not np.isclose(got, float(expected), atol=atol, rtol=rtol):
         return not_yet(hint)
     return right(why)

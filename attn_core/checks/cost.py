@@ -9,7 +9,7 @@ import numpy as np
 from ..attention import scores
 from ..cost import score_matrix_cells
 from ..flash import flash_attention_steps
-from ._base import check_array, check_number, is_unanswered, not_yet, unanswered
+from ._base import check_array, check_number, is_unanswered, not_yet, read_number, unanswered
 
 __all__ = ["check_cells", "check_relative_cost", "check_running_max"]
 
@@ -18,12 +18,9 @@ def check_cells(answer, n=4096, h=16):
     """Exercise: score-matrix cells of one layer with ``h`` heads on ``n`` tokens."""
     hint = ("Each head builds its own score matrix, with one cell for every (query, key) "
             "pair of the n tokens.")
-    if is_unanswered(answer):
-        return unanswered(hint)
-    try:
-        got = float(answer)
-    except (TypeError, ValueError):
-        return not_yet(f"the answer should be a single whole number. {hint}")
+    got, feedback = read_number(answer, hint, "a single whole number")
+    if feedback is not None:
+        return feedback
     if h > 1 and got == score_matrix_cells(n):
         return not_yet(f"that is one head's matrix; there are {h} heads. {hint}")
     if got in (n * h, n * n * n):
@@ -38,12 +35,9 @@ def check_relative_cost(answer, n_long=8192, n_short=2048):
             f"{n_long // n_short if n_long % n_short == 0 else n_long / n_short} times as many "
             "tokens, and the cells grow with the square of the length.")
     expected = score_matrix_cells(n_long) / score_matrix_cells(n_short)
-    if is_unanswered(answer):
-        return unanswered(hint)
-    try:
-        got = float(answer)
-    except (TypeError, ValueError):
-        return not_yet(f"the answer should be a single number. {hint}")
+    got, feedback = read_number(answer, hint, "a single number")
+    if feedback is not None:
+        return feedback
     if np.isclose(got, n_long / n_short):
         return not_yet(f"that is the ratio of the lengths, a linear cost. {hint}")
     if np.isclose(got, 1 / expected):

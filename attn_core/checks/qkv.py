@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import examples
 from ..attention import attention
-from ._base import check_array, check_choice, is_unanswered, not_yet, right, unanswered
+from ._base import check_array, check_choice, is_unanswered, not_yet, read_shape, right
 
 __all__ = ["PROJECTION_OPTIONS", "check_product_shape", "check_projection_choice",
            "check_query_row"]
@@ -21,13 +21,9 @@ def check_product_shape(answer, a_shape, b_shape, names=("A", "B")):
     a, b = names
     hint = (f"In {a} @ {b}, each row of {a} meets each column of {b}: the result keeps the "
             f"rows of {a} and the columns of {b}, and the shared inner size is summed away.")
-    if is_unanswered(answer):
-        return unanswered(hint)
-    try:
-        got = tuple(int(x) for x in answer)
-    except (TypeError, ValueError):
-        return not_yet(f"the answer should be a shape: a tuple of whole numbers like "
-                       f"(rows, columns). {hint}")
+    got, feedback = read_shape(answer, hint)
+    if feedback is not None:
+        return feedback
     if got == expected:
         return right(f"One row per row of {a}, one column per column of {b}.")
     if len(got) != len(expected):

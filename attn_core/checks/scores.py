@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import examples
 from ..attention import scores
-from ._base import check_number, is_unanswered, not_yet, right, unanswered
+from ._base import check_number, is_unanswered, not_yet, read_number, read_shape, right, unanswered
 
 __all__ = ["check_best_key", "check_score_cell", "check_scores_shape"]
 
@@ -28,12 +28,9 @@ def check_score_cell(answer, row=3, col=2, q=examples.Q, k=examples.K):
     expected = s[row - 1, col - 1]
     hint = (f"take row {row} of Q and column {col} of K^T (that is, key {col}), multiply "
             "the matching components and add the products.")
-    if is_unanswered(answer):
-        return unanswered(hint)
-    try:
-        got = float(answer)
-    except (TypeError, ValueError):
-        return not_yet(f"the answer should be a single number. {_cap(hint)}")
+    got, feedback = read_number(answer, hint, "a single number")
+    if feedback is not None:
+        return feedback
     if row != col and np.isclose(got, s[col - 1, row - 1], atol=5e-3) and not np.isclose(
             got, expected, atol=5e-3):
         return not_yet(f"that is the score the other way round (query {col} against key "
@@ -79,13 +76,9 @@ def check_scores_shape(answer, n_q=5, n_k=7, d_k=3):
     expected = _raw(np.zeros((n_q, d_k)), np.zeros((n_k, d_k))).shape
     hint = ("every query is compared with every key: one row per query, one column per "
             "key. The shared width d_k is summed away by the dot product.")
-    if is_unanswered(answer):
-        return unanswered(hint)
-    try:
-        got = tuple(int(x) for x in answer)
-    except (TypeError, ValueError):
-        return not_yet(f"the answer should be a shape: a tuple of whole numbers like "
-                       f"(rows, columns). {_cap(hint)}")
+    got, feedback = read_shape(answer, hint)
+    if feedback is not None:
+        return feedback
     if got == expected:
         return right("One score per (query, key) pair.")
     if len(got) != len(expected):

@@ -11,8 +11,7 @@ import numpy as np
 from .. import examples
 from ..attention import scores
 from ..softmax import softmax
-from ._base import (check_array, check_choice, is_close, is_unanswered, not_yet, right,
-                    unanswered)
+from ._base import check_array, check_choice, is_close, is_unanswered, not_yet, read_number, right
 
 __all__ = ["check_weight_by_hand", "check_temperature_weights", "check_temperature_limit"]
 
@@ -31,12 +30,9 @@ def check_weight_by_hand(answer, row=2, col=3, q=None, k=None):
     expected = softmax(row)[j]
     hint = (f"take row {i + 1} of the scaled scores, exponentiate every entry, and divide "
             f"the exponential of entry {j + 1} by the sum of all of them.")
-    if is_unanswered(answer):
-        return unanswered(hint)
-    try:
-        got = float(answer)
-    except (TypeError, ValueError):
-        return not_yet(f"the answer should be a single number. {hint}")
+    got, feedback = read_number(answer, hint, "a single number")
+    if feedback is not None:
+        return feedback
     if is_close(got, expected):
         return right("Every weight is exp(score) over the sum of its row's exp(score).")
     raw = scores(q, k, scale=1.0)[i]

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import examples
 from ..attention import attention
-from ._base import check_array, is_close, is_unanswered, not_yet, right, unanswered
+from ._base import check_array, is_close, is_unanswered, not_yet, read_number, right, unanswered
 
 __all__ = ["check_output_entry", "check_uniform_output", "check_uniform_query"]
 
@@ -29,12 +29,9 @@ def check_output_entry(answer, row=1, col=1, q=None, k=None, v=None):
     expected = out[i, j]
     hint = (f"multiply each weight of row {i + 1} by the matching entry of column {j + 1} "
             f"of V (weight of token 1 times V's row 1, and so on) and add the products.")
-    if is_unanswered(answer):
-        return unanswered(hint)
-    try:
-        got = float(answer)
-    except (TypeError, ValueError):
-        return not_yet(f"the answer should be a single number. {hint}")
+    got, feedback = read_number(answer, hint, "a single number")
+    if feedback is not None:
+        return feedback
     if is_close(got, expected):
         return right("An output entry is the weights of its row dotted with one column of V.")
     others = [c for c in range(v.shape[-1]) if c != j]
