@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import erf
 
 from ._validate import as_float_array, check_positive_int
 from .multihead import multi_head_attention
@@ -33,9 +34,6 @@ __all__ = [
     "layer_norm",
     "mean_pool",
 ]
-
-_erf = np.frompyfunc(math.erf, 1, 1)
-
 
 def layer_norm(x, gamma, beta, eps=1e-12):
     """Normalise each row to mean 0 and variance 1, then scale and shift it.
@@ -90,7 +88,8 @@ def gelu(x):
     .. math:: \\mathrm{GELU}(x) = x \\, \\Phi(x) = \\frac{x}{2}\\left(1 +
               \\mathrm{erf}\\!\\left(\\frac{x}{\\sqrt 2}\\right)\\right)
 
-    numpy has no ``erf``; Python's :func:`math.erf` is applied element-wise.
+    numpy has no ``erf``; :func:`scipy.special.erf` supplies it, vectorised (Python's
+    :func:`math.erf` element by element was the slowest part of the forward pass).
 
     Examples
     --------
@@ -98,8 +97,7 @@ def gelu(x):
     array([-0.1587,  0.    ,  0.8413])
     """
     x = as_float_array(x, "x")
-    phi = 0.5 * (1.0 + _erf(x / math.sqrt(2.0)).astype(np.float64))
-    return (x * phi).astype(x.dtype, copy=False)
+    return x * (0.5 * (1.0 + erf(x / x.dtype.type(math.sqrt(2.0)))))
 
 
 @dataclass(frozen=True)
