@@ -314,6 +314,9 @@ def encoder_forward(weights, ids, attention_mask=None, token_type_ids=None):
 
 def _attention_mask(attention_mask, shape):
     arr = np.asarray(attention_mask)
+    if arr.dtype == object:
+        raise TypeError("attention_mask must hold 0/1 or booleans, got objects "
+                        f"({attention_mask!r})")
     if arr.shape != shape:
         raise ValueError(f"attention_mask must have the shape of ids {shape}, got {arr.shape}")
     if arr.dtype != bool:

