@@ -16,9 +16,10 @@ The maths modules are pure numpy and never print or plot:
 :mod:`attn_core.pretrained` reads a real trained model (all-MiniLM-L6-v2) into
 :mod:`attn_core.encoder`: import it by name (it needs ``safetensors`` and ``tokenizers``).
 
-The figures live in :mod:`attn_core.plots` (matplotlib), the slider explorers in
-:mod:`attn_core.widgets` (the only module that imports ipywidgets) and the exercise
-self-checks in :mod:`attn_core.checks`; import those modules by name.
+The figures live in :mod:`attn_core.plots` and :mod:`attn_core.model_plots` (matplotlib),
+the slider explorers in :mod:`attn_core.widgets` and :mod:`attn_core.model_explorer` (the
+only modules that import ipywidgets) and the exercise self-checks in
+:mod:`attn_core.checks`; import those modules by name.
 """
 
 from . import errata, examples

@@ -23,7 +23,8 @@ costs hundreds of milliseconds on a small machine (most of it text layout), so:
   queues stale redraws, and an update whose inputs did not change draws nothing.
 
 Maths comes only from :mod:`attn_core`; pictures only from :mod:`attn_core.plots`.
-This is the only module of the package that imports ipywidgets.
+This module and :mod:`attn_core.model_explorer` (the pretrained model's explorer, built on
+the base class here) are the only ones that import ipywidgets.
 """
 
 from __future__ import annotations

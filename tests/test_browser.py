@@ -10,16 +10,18 @@ notebooks are never changed). Playwright for Python drives Debian's Chromium:
   every widget rendered ("Error displaying widget" or "Loading widget..." fail it);
 * a screenshot of the whole notebook is saved in artifacts/screenshots/ for a person to
   look at;
-* in the scaling, mask and heads explorers (04, 07, 08) a control is moved with the
-  keyboard (slider handle focused, ArrowRight) and the read-out and the figure (the
-  image's ``src``) must change; the time from the key press to the new image decoded in the
-  page is printed (a benchmark, not asserted; goal 150 ms).
+* in the scaling, mask, heads and real-model explorers (04, 07, 08, 11) sliders are moved
+  with the keyboard (slider handle focused, ArrowRight): the first slider, or the ones
+  named in ``EXPLORERS`` (11: layer, then head); after each key press the slider's
+  read-out and the figure (the image's ``src``) must change; the time from the key press
+  to the new image decoded in the page is printed (a benchmark, not asserted; goal 150 ms).
 
 Skipped without Playwright or Chromium (see tests/conftest.py); a failure under CI=true.
 """
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -36,11 +38,13 @@ from conftest import CHROMIUM_ARGS, SCREENSHOTS
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 IDLE = "Python 3 (ipykernel) | Idle"
-# The explorers whose controls are moved: notebook -> the call in its Try-it cell.
+# The explorers whose controls are moved: notebook -> (the call in its Try-it cell, the
+# sliders to move in turn, by their label; None is the explorer's first slider).
 EXPLORERS = {
-    "04-scaling.ipynb": "scaling_explorer()",
-    "07-causal-masking.ipynb": "mask_explorer()",
-    "08-multi-head.ipynb": "heads_explorer()",
+    "04-scaling.ipynb": ("scaling_explorer()", (None,)),
+    "07-causal-masking.ipynb": ("mask_explorer()", (None,)),
+    "08-multi-head.ipynb": ("heads_explorer()", (None,)),
+    "11-a-real-model.ipynb": ("model_explorer(", ("layer", "head")),
 }
 LATENCY_GOAL_MS = 150
 
@@ -356,14 +360,19 @@ JS_WATCH = """(img) => {
 }"""
 
 
-def move_control(page, output, label, latencies):
-    """Press an arrow key on the explorer's first slider; time the new image."""
+def move_control(page, output, label, latencies, slider=None):
+    """Press an arrow key on a slider (the one labelled ``slider``, or the explorer's
+    first); time the new image."""
     img = output.locator("img.widget-image").first
     before_src = img.get_attribute("src")
-    handles = output.locator(".widget-slider .noUi-handle")
-    assert handles.count(), f"{label}: the explorer shows no slider"
-    handle = handles.first
-    readout = output.locator(".widget-slider .widget-readout").first
+    sliders = output.locator(".widget-slider")
+    if slider is not None:
+        sliders = sliders.filter(has=page.locator(
+            ".widget-label", has_text=re.compile(rf"^\s*{re.escape(slider)}\s*$")))
+        label = f"{label} {slider}"
+    assert sliders.count(), f"{label}: the explorer shows no such slider"
+    handle = sliders.first.locator(".noUi-handle")
+    readout = sliders.first.locator(".widget-readout")
     before = readout.inner_text()
     now, top = (handle.get_attribute(a) for a in ("aria-valuenow", "aria-valuemax"))
     key = "ArrowRight" if now is None or top is None or float(now) < float(top) else "ArrowLeft"
@@ -411,10 +420,12 @@ def test_notebook_runs_in_jupyterlab(notebook, lab, lab_page, latencies):
         assert not widgets["errors"], f"{name}: {widgets['errors']}"
         if name in EXPLORERS:
             assert widgets["images"] > 0, f"{name}: the explorer shows no figure"
-            label = f"{name[:2]} {EXPLORERS[name]}"
-            output = explorer_output(page, EXPLORERS[name])
+            call, sliders = EXPLORERS[name]
+            label = f"{name[:2]} {call}"
+            output = explorer_output(page, call)
             output.scroll_into_view_if_needed()
-            move_control(page, output, label, latencies)
+            for slider in sliders:
+                move_control(page, output, label, latencies, slider)
             output.screenshot(path=str(SCREENSHOTS / f"{notebook.stem}-explorer.png"))
         lap("checks")
         screenshot_notebook(page, name)

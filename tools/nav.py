@@ -56,6 +56,8 @@ COURSE = [
      "The n × n matrix makes time and memory quadratic; tiling avoids storing it."),
     ("10-recap.ipynb", "Recap",
      "The whole formula in one cell, what to remember, and what to read next."),
+    ("11-a-real-model.ipynb", "A real model",
+     "The same attention inside a pretrained transformer: its heads, their habits, their limits."),
 ]
 
 INDEX = COURSE[0][0]
