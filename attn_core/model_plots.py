@@ -101,10 +101,8 @@ EVERY_MIN_HEIGHT_IN = 4.6  # 72 rows: 4.6 pt each, room for every second head's 
 LAYER_NAME = "layer {}"
 SHORT_LAYER_NAME = "L{}"
 MAP_TITLE = "layer {layer}, head {head}"
-EVERY_TITLE = "query {piece!r} (piece {position}) in every head"
-#: The explorer's every-head title names no piece: the query is the row outlined in the
-#: map, and a fixed title is drawn once per sentence, not on every slider move.
-EVERY_PANEL_TITLE = "the query's row, in every head"
+#: The every-head title names the query (in the explorer too: a title is cheap to redraw).
+EVERY_TITLE = "row of {piece!r} (piece {position}) in every head"
 
 
 # --- artists returned ---------------------------------------------------------------------
@@ -1037,7 +1035,7 @@ def explorer_panels(attentions, pieces, layer=1, head=1, query=1, *, fig=None):
     hm = head_map(a[layer - 1, head - 1], labels, q, ax=map_ax, colorbar=False,
                   title=MAP_TITLE.format(layer=layer, head=head))
     every = query_in_every_head(a, q, labels, selected=(layer, head), ax=every_ax,
-                                colorbar=False, title=EVERY_PANEL_TITLE)
+                                colorbar=False)  # the title names the query and follows it
     cbar = _colorbar(fig, every.image, cax=cax)
     return ExplorerPanelsArtists(fig, hm, every, cbar, lay, layer, head, q)
 

@@ -100,6 +100,8 @@ def test_layer_head_and_query_moves_show_the_models_weights(ex, reference, count
         assert_model_equal(shown["weights"], w)
         assert shown["query_row"] == query and shown["selected"] == (layer, head)
         assert shown["map_title"] == f"layer {layer}, head {head}"
+        assert shown["every_title"] == (f"row of {run.pieces[query]!r} (piece {query + 1}) "
+                                        "in every head")
         every = shown["every_head"]
         for l in range(6):
             for h in range(12):

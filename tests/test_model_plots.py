@@ -168,7 +168,7 @@ def test_every_head_labels_count_from_one(runs):
     assert all(num == row % 12 + 1 for num, row in zip(numbers, rows))  # beside its own row
     assert min(numbers) == 1 and max(numbers) <= 12
     assert set(numbers) >= {1, 3, 5, 7, 9, 11}  # at least every second head is numbered
-    assert art.title.get_text() == "query 'it' (piece 8) in every head"
+    assert art.title.get_text() == "row of 'it' (piece 8) in every head"
     assert mp.selected_head(art) is None and not art.outline.get_visible()
 
 
@@ -182,7 +182,7 @@ def test_update_every_head_moves_the_outline_and_follows_the_query(runs):
         assert mp.selected_head(art) == (layer, head)
         np.testing.assert_array_equal(mp.every_head_rows(art)[(layer - 1) * 12 + head - 1],
                                       run.attentions[layer - 1, head - 1, query])
-        assert art.title.get_text().startswith(f"query {run.pieces[query]!r}")
+        assert art.title.get_text() == f"row of {run.pieces[query]!r} (piece {query + 1}) in every head"
     for bad, match in (((0, 1), "layer must be from 1 to 6"),
                        ((1, 13), "head must be from 1 to 12")):
         with pytest.raises(ValueError, match=match):
@@ -259,7 +259,7 @@ def test_explorer_figure_is_a_plain_figure_of_the_chosen_head(runs):
     np.testing.assert_array_equal(every_ax.images[0].get_array(),
                                   run.attentions[:, :, it, :].reshape(72, run.n))
     assert "layer 4, head 2" in [t.get_text() for t in map_ax.texts]
-    assert "the query's row, in every head" in [t.get_text() for t in every_ax.texts]
+    assert "row of 'it' (piece 8) in every head" in [t.get_text() for t in every_ax.texts]
     width, height = fig.get_size_inches() * fig.dpi
     assert 450 < width <= 800 and 350 < height <= 560  # the explorer's size, 12 pieces
 
