@@ -97,13 +97,15 @@ def where_time_goes(model, ids, rounds):
     w = model.weights
     x = encoder.embed(w, ids)
     layer = w.layers[0]
+    hidden = encoder.gelu(x @ layer.w_in + layer.b_in)  # (n, d_ff)
     parts = {
         "embeddings + layer norm": lambda: encoder.embed(w, ids),
         "multi-head attention (x 6)": lambda: encoder.multi_head_attention(
             x, layer.w_q, layer.w_k, layer.w_v, layer.w_o, w.heads,
             biases=(layer.b_q, layer.b_k, layer.b_v, layer.b_o)),
-        "feed-forward products (x 6)": lambda: (x @ layer.w_in + layer.b_in)[:, :384] @ layer.w_out[:384],
-        "GELU, exact erf (x 6)": lambda: encoder.gelu(x @ layer.w_in + layer.b_in),
+        "feed-forward products (x 6)": lambda: (x @ layer.w_in + layer.b_in,
+                                                hidden @ layer.w_out + layer.b_out),
+        "GELU, exact erf (x 6)": lambda: encoder.gelu(hidden),
         "two layer norms (x 6)": lambda: [encoder.layer_norm(x, layer.ln1_gamma, layer.ln1_beta)
                                           for _ in range(2)],
     }
