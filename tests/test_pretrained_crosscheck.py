@@ -24,10 +24,11 @@ computed (it attends to the real tokens) and both compute the same thing: in flo
 two agree to ~1e-13 at every position, padded or not (test_batch_float64_*). In float32,
 though, the padded rows' hidden states are worse conditioned: both sides drift from the
 float64 values 10-20 times more there than at real rows (ours up to ~3e-5, transformers'
-up to ~7e-5 in layers 3-5), so their float32 difference reaches ~7e-5, too close to 1e-4
-to be a stable test across CPUs. The float32 hidden states are therefore compared at
-``1e-4`` on real rows and at ``PAD_ATOL = 5e-4`` on padded rows; attention weights (also
-padded query rows) agree to ~4e-6 and use 1e-4 everywhere.
+up to ~7e-5 in layers 3-5), so their float32 difference reaches ~7e-5 on this machine.
+That is still within the issue's 1e-4, which is what every position is held to here
+(``PAD_ATOL = ATOL``), with less margin than at real rows; if another CPU's BLAS ever
+pushes a padded row past it, the float64 test tells rounding from a real difference.
+Attention weights (padded query rows included) agree to ~4e-6.
 
 Needs torch and transformers (the ``requires_transformers`` fixture of tests/conftest.py):
 without them the tests are skipped with the pins; under CI=true they fail instead. The
@@ -45,7 +46,7 @@ from attn_core.encoder import EncoderWeights, encoder_forward
 from attn_core.pretrained import load_model, load_tokenizer, model_dir
 
 ATOL = 1e-4  # hidden states and attention weights, float32
-PAD_ATOL = 5e-4  # float32 hidden states at padded positions (see the module docstring)
+PAD_ATOL = ATOL  # float32 hidden states at padded positions (see the module docstring)
 EMB_ATOL = 1e-5  # unit-length embeddings, float32
 F64_ATOL = 1e-9  # everything, both sides computing in float64
 
