@@ -11,6 +11,7 @@ Run: ``MPLBACKEND=Agg .venv/bin/python benchmarks/bench_explorers.py`` (or ``mak
 It prints a table; it is not a timed test.
 """
 
+import argparse
 import os
 import sys
 import time
@@ -121,11 +122,18 @@ def load_average():
 
 
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", metavar="TEXT", default="",
+                        help="time only the explorers whose name contains TEXT "
+                             "(e.g. --only model)")
+    args = parser.parse_args()
     print(f"load average at start: {load_average()} ({os.cpu_count()} cores)")
     rows = []
     per_explorer = {}
     naive = {}
     for name, explorer, controls in setups():
+        if args.only not in name:
+            continue
         for label, widget in controls.items():
             ms = time_control(explorer, widget)
             per_explorer.setdefault(name, []).append(ms)
