@@ -33,18 +33,26 @@ def in_ci():
     return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
 
 
-def import_torch():
-    """Return the ``torch`` module, or skip the test (locally) / fail it (under CI)."""
+def import_optional(name, pins, purpose):
+    """Return module ``name``, or skip the test (locally) / fail it (under CI).
+
+    ``pins`` is what to install (``"torch==2.13.0"``); ``purpose`` says what CI runs with it.
+    """
     try:
-        return importlib.import_module("torch")
+        return importlib.import_module(name)
     except ImportError as exc:
         if in_ci():
             pytest.fail(
-                f"torch is not installed but CI=true: CI must run the PyTorch cross-checks "
-                f"(.ci/run installs {TORCH_PIN}); import error: {exc}",
+                f"{name} is not installed but CI=true: CI must run {purpose} "
+                f"(.ci/run installs {pins}); import error: {exc}",
                 pytrace=False,
             )
-        pytest.skip(f"torch is not installed (optional; `pip install {TORCH_PIN}` to run this)")
+        pytest.skip(f"{name} is not installed (optional; `pip install {pins}` to run this)")
+
+
+def import_torch():
+    """Return the ``torch`` module, or skip the test (locally) / fail it (under CI)."""
+    return import_optional("torch", TORCH_PIN, "the PyTorch cross-checks")
 
 
 @pytest.fixture
@@ -64,18 +72,8 @@ TRANSFORMERS_PIN = "transformers==5.24.0"
 def import_transformers():
     """Return the ``transformers`` module (torch too is needed), or skip (locally) / fail (CI)."""
     import_torch()
-    try:
-        return importlib.import_module("transformers")
-    except ImportError as exc:
-        if in_ci():
-            pytest.fail(
-                f"transformers is not installed but CI=true: CI must run the cross-check "
-                f"against Hugging Face's BertModel (.ci/run installs {TRANSFORMERS_PIN}); "
-                f"import error: {exc}",
-                pytrace=False,
-            )
-        pytest.skip(f"transformers is not installed (optional; `pip install {TORCH_PIN} "
-                    f"{TRANSFORMERS_PIN}` to run this)")
+    return import_optional("transformers", f"{TORCH_PIN} {TRANSFORMERS_PIN}",
+                           "the cross-check against Hugging Face's BertModel")
 
 
 @pytest.fixture(scope="session")

@@ -289,3 +289,25 @@ def assert_clear_error(call, exc_type, pattern):
     assert re.search(pattern, str(excinfo.value)), (
         f"message {str(excinfo.value)!r} does not match {pattern!r}")
     assert_raised_by_attn_core(excinfo)
+
+
+# --- what the exercise-check tests share ----------------------------------------------------
+
+
+def numbers_in(message):
+    """The numbers written in a feedback message, as floats (thousands commas ignored)."""
+    import re
+
+    return {float(x) for x in re.findall(r"\d+(?:\.\d+)?", message.replace(",", ""))}
+
+
+def assert_not_yet(feedback):
+    """A check's "Not yet" answer: falsy, and it carries a hint."""
+    assert not feedback
+    assert "Not yet" in feedback.message and "Hint:" in feedback.message
+
+
+def assert_unanswered(feedback):
+    """A check's answer to the placeholder: falsy, "No answer yet", and a hint."""
+    assert not feedback
+    assert "No answer yet" in feedback.message and "Hint:" in feedback.message

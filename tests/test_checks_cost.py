@@ -2,7 +2,6 @@
 key facts against independent references (plain Python, not attn_core's output)."""
 
 import math
-import re
 
 import numpy as np
 import pytest
@@ -10,20 +9,7 @@ import pytest
 from attn_core import (attention, examples, flash_attention, flash_attention_steps,
                        score_matrix_bytes, score_matrix_cells)
 from attn_core.checks import check_cells, check_relative_cost, check_running_max
-
-
-def numbers_in(message):
-    return {float(x) for x in re.findall(r"\d+(?:\.\d+)?", message.replace(",", ""))}
-
-
-def assert_not_yet(feedback):
-    assert not feedback
-    assert "Not yet" in feedback.message and "Hint:" in feedback.message
-
-
-def assert_unanswered(feedback):
-    assert not feedback
-    assert "No answer yet" in feedback.message and "Hint:" in feedback.message
+from reference import assert_not_yet, assert_unanswered, numbers_in
 
 
 # --- the notebook's table and the article's --------------------------------------------------

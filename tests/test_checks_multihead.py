@@ -2,7 +2,6 @@
 key facts against independent references (plain Python loops, not attn_core's output)."""
 
 import math
-import re
 
 import numpy as np
 import pytest
@@ -10,20 +9,7 @@ import pytest
 from attn_core import examples, multi_head_attention, split_heads
 from attn_core.checks import (check_head_dim, check_head_queries, check_valid_head_counts,
                               check_weights_shape)
-
-
-def numbers_in(message):
-    return {float(x) for x in re.findall(r"\d+(?:\.\d+)?", message)}
-
-
-def assert_not_yet(feedback):
-    assert not feedback
-    assert "Not yet" in feedback.message and "Hint:" in feedback.message
-
-
-def assert_unanswered(feedback):
-    assert not feedback
-    assert "No answer yet" in feedback.message and "Hint:" in feedback.message
+from reference import assert_not_yet, assert_unanswered, numbers_in
 
 
 # --- independent references ---------------------------------------------------------------

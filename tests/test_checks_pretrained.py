@@ -3,7 +3,6 @@ against independent references (plain Python loops over the model's own numbers,
 attn_core's attention or head-role functions)."""
 
 import math
-import re
 
 import numpy as np
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from attn_core.checks import (check_padding_pooling, check_previous_token_score,
                               check_strongest_head)
 from attn_core.pretrained import load_model
+from reference import assert_not_yet, assert_unanswered, numbers_in
 
 SENTENCE = "The animal crossed the road because it was tired."
 LONGER = "A much longer sentence, with many more words in it than the first one has."
@@ -24,20 +24,6 @@ def model():
 @pytest.fixture(scope="module")
 def run(model):
     return model.run(SENTENCE)
-
-
-def numbers_in(message):
-    return {float(x) for x in re.findall(r"\d+(?:\.\d+)?", message)}
-
-
-def assert_not_yet(feedback):
-    assert not feedback
-    assert "Not yet" in feedback.message and "Hint:" in feedback.message
-
-
-def assert_unanswered(feedback):
-    assert not feedback
-    assert "No answer yet" in feedback.message and "Hint:" in feedback.message
 
 
 # --- independent references ---------------------------------------------------------------
