@@ -288,9 +288,13 @@ class ModelExplorer(Explorer):
                  f"{run.n} pieces 1/{run.n} = {1 / run.n:.3f}.")
         row = _table("row", w[None, :], row_labels=[labels[q]], col_labels=labels,
                      highlight={(0, top)})
-        return (f'<div style="{_DIV_CSS}">{html.escape(where)}</div>'
+        # No wider than the figure: the text wraps and a long row table scrolls sideways
+        # (the widget's box would otherwise grow to the table's width and cut the text).
+        width = round(self.canvas.figure.get_figwidth() * self.canvas.figure.dpi)
+        return (f'<div style="max-width:{width}px">'
+                f'<div style="{_DIV_CSS}">{html.escape(where)}</div>'
                 f'<div style="{_SCROLL_CSS}">{row}</div>'
-                + self._roles_html(run, layer, head) + self._time_html(run))
+                + self._roles_html(run, layer, head) + self._time_html(run) + "</div>")
 
     def _roles_html(self, run, layer, head):
         scores, uniform = self.roles(run)

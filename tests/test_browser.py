@@ -15,6 +15,8 @@ notebooks are never changed). Playwright for Python drives Debian's Chromium:
   named in ``EXPLORERS`` (11: layer, then head); after each key press the slider's
   read-out and the figure (the image's ``src``) must change; the time from the key press
   to the new image decoded in the page is printed (a benchmark, not asserted; goal 150 ms).
+  Where ``TYPED`` names a sentence (11), it is typed into the explorer's text box and
+  Enter pressed: the figure must change and the query menu list the new word pieces.
 
 Skipped without Playwright or Chromium (see tests/conftest.py); a failure under CI=true.
 """
@@ -45,6 +47,10 @@ EXPLORERS = {
     "07-causal-masking.ipynb": ("mask_explorer()", (None,)),
     "08-multi-head.ipynb": ("heads_explorer()", (None,)),
     "11-a-real-model.ipynb": ("model_explorer(", ("layer", "head")),
+}
+#: Explorers with a text box: a sentence typed into it, then Enter, as a learner would.
+TYPED = {
+    "11-a-real-model.ipynb": "The trophy did not fit in the suitcase because it was too big.",
 }
 LATENCY_GOAL_MS = 150
 
@@ -391,6 +397,28 @@ def move_control(page, output, label, latencies, slider=None):
     latencies[f"{label} ({key}): {before.strip()[:20]!r} -> {after.strip()[:20]!r}"] = ms
 
 
+def type_sentence(page, output, label, latencies, text):
+    """Type ``text`` into the explorer's text box and press Enter: the model reruns, the
+    figure changes and the query menu lists the new sentence's pieces."""
+    img = output.locator("img.widget-image").first
+    before_src = img.get_attribute("src")
+    box = output.locator(".widget-text input")
+    assert box.count() == 1, f"{label}: no single text box"
+    box.fill(text)
+    img.evaluate(JS_WATCH)
+    box.press("Enter")
+    page.wait_for_function("window.__watch && window.__watch.ms !== null",
+                           timeout=UPDATE_TIMEOUT, polling="raf")
+    ms = page.evaluate("window.__watch.ms")
+    assert img.get_attribute("src") != before_src, f"{label}: the figure did not change"
+    options = output.locator(".widget-dropdown select option").all_inner_texts()
+    words = text.lower().rstrip(".").split()
+    pieces = [o.replace("\xa0", " ").split(": ", 1)[1] for o in options]  # "3: trophy"
+    assert pieces[1:-2] == words and pieces[0] == "[CLS]" and pieces[-1] == "[SEP]", options
+    assert not output.locator(".widget-html", has_text="hit an error").count()
+    latencies[f"{label} typed a sentence + Enter (model run and new figure)"] = ms
+
+
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_in_jupyterlab(notebook, lab, lab_page, latencies):
     name = notebook.name
@@ -426,6 +454,8 @@ def test_notebook_runs_in_jupyterlab(notebook, lab, lab_page, latencies):
             output.scroll_into_view_if_needed()
             for slider in sliders:
                 move_control(page, output, label, latencies, slider)
+            if name in TYPED:
+                type_sentence(page, output, label, latencies, TYPED[name])
             output.screenshot(path=str(SCREENSHOTS / f"{notebook.stem}-explorer.png"))
         lap("checks")
         screenshot_notebook(page, name)
