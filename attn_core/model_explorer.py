@@ -146,14 +146,6 @@ def _default_query(pieces, *wanted):
     return 1 if len(pieces) > 2 else 0
 
 
-def _check_layer_head(name, value, top):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int from 1 to {top}, got {type(value).__name__}")
-    if not 1 <= value <= top:
-        raise ValueError(f"{name} must be from 1 to {top} (counted from 1), got {value}")
-    return int(value)
-
-
 # --- the explorer ---------------------------------------------------------------------------
 
 
@@ -171,8 +163,7 @@ class ModelExplorer(Explorer):
         super().__init__()
         self.model = pretrained.load_model()  # ModelFilesError when the package is missing
         self.layers, self.heads = self.model.layers, self.model.heads
-        layer = _check_layer_head("layer", layer, self.layers)
-        head = _check_layer_head("head", head, self.heads)
+        layer, head = model_plots.check_layer_head(layer, head, self.layers, self.heads)
         if not isinstance(query, str):
             raise TypeError(f"query must be a word piece (str), got {type(query).__name__}")
         self.query_piece = query

@@ -34,6 +34,7 @@ from matplotlib.textpath import text_to_path
 from matplotlib.transforms import ScaledTranslation, blended_transform_factory
 
 from . import plots
+from ._validate import as_float_array
 
 __all__ = [
     "EveryHeadArtists",
@@ -292,10 +293,8 @@ class ExplorerPanelsArtists:
 
 
 def _as_array(x, name, ndim, layout):
-    try:
-        arr = np.asarray(x, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be an array of numbers {layout} ({exc})") from None
+    """``x`` checked by the package's validator (numbers, finite, non-empty), rank ``ndim``."""
+    arr = as_float_array(x, name, layout=layout)
     if arr.ndim != ndim:
         raise ValueError(f"{name} must have shape {layout}, got shape {arr.shape}")
     if arr.size == 0:
@@ -362,7 +361,8 @@ def query_position(query, pieces):
     return int(query) % n
 
 
-def _layer_head(layer, head, layers, heads):
+def check_layer_head(layer, head, layers, heads):
+    """``(layer, head)`` as ints after checking each is from 1 to ``layers`` / ``heads``."""
     for name, value, top in (("layer", layer, layers), ("head", head, heads)):
         if isinstance(value, bool) or not isinstance(value, Integral):
             raise TypeError(f"{name} must be an int (1-based), got {type(value).__name__}")
@@ -850,7 +850,7 @@ def update_query_in_every_head(artists, attentions, query, *, selected=None, tit
     artists.image.set_data(a[:, :, q, :].reshape(shape[0] * shape[1], shape[2]))
     artists.query = q
     if selected is not None:
-        artists.selected = _layer_head(*selected, artists.layers, artists.heads)
+        artists.selected = check_layer_head(*selected, artists.layers, artists.heads)
     for a in (artists.outline, artists.marker):
         a.set_visible(artists.selected is not None)
     if artists.selected is not None:
@@ -1022,7 +1022,7 @@ def explorer_panels(attentions, pieces, layer=1, head=1, query=1, *, fig=None):
     a = _attentions(attentions)
     layers, heads, n, _ = a.shape
     labels = _pieces(pieces, n)
-    layer, head = _layer_head(layer, head, layers, heads)
+    layer, head = check_layer_head(layer, head, layers, heads)
     q = query_position(query, labels)
     lay = panels_layout(labels, layers, heads)
     if fig is None:
@@ -1049,7 +1049,7 @@ def update_explorer_panels(artists, attentions, layer, head, query):
         The same object, updated.
     """
     a = _attentions(attentions)
-    layer, head = _layer_head(layer, head, a.shape[0], a.shape[1])
+    layer, head = check_layer_head(layer, head, a.shape[0], a.shape[1])
     q = query_position(query, artists.head_map.pieces)
     update_head_map(artists.head_map, a[layer - 1, head - 1], q,
                     title=MAP_TITLE.format(layer=layer, head=head))
