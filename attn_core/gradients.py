@@ -145,16 +145,21 @@ def _attention_backward_parts(q, k, v, grad_out, mask=None, scale=None):
     v = as_float_array(v, "v", min_ndim=2)
     out, p = attention(q, k, v, mask=mask, scale=scale)  # checks shapes, mask and scale
     grad_out = _check_grad_out(grad_out, out.shape)
-    s_scale = check_scale(scale, q.shape[-1])
+    grads, grad_s = _backward_from_weights(q, k, v, p, grad_out, check_scale(scale, q.shape[-1]))
+    return grads, (p, grad_s)
+
+
+def _backward_from_weights(q, k, v, p, grad_out, scale):
+    """The unchecked core of :func:`attention_backward`, given the forward's weights ``p``."""
     grad_v = p.swapaxes(-1, -2) @ grad_out  # (..., n_k, n_q) @ (..., n_q, d_v) -> (..., n_k, d_v)
     grad_p = grad_out @ v.swapaxes(-1, -2)  # (..., n_q, d_v) @ (..., d_v, n_k) -> (..., n_q, n_k)
     grad_s = _softmax_backward(p, grad_p)  # (..., n_q, n_k); 0 where masked
     dtype = grad_s.dtype.type
-    grad_q = (grad_s @ k) * dtype(s_scale)  # (..., n_q, n_k) @ (..., n_k, d_k) -> (..., n_q, d_k)
+    grad_q = (grad_s @ k) * dtype(scale)  # (..., n_q, n_k) @ (..., n_k, d_k) -> (..., n_q, d_k)
     # (..., n_k, n_q) @ (..., n_q, d_k) -> (..., n_k, d_k)
-    grad_k = (grad_s.swapaxes(-1, -2) @ q) * dtype(s_scale)
+    grad_k = (grad_s.swapaxes(-1, -2) @ q) * dtype(scale)
     grads = (_sum_to(grad_q, q.shape), _sum_to(grad_k, k.shape), _sum_to(grad_v, v.shape))
-    return grads, (p, grad_s)
+    return grads, grad_s
 
 
 def _check_mha(x, w_q, w_k, w_v, w_o, h, biases):
