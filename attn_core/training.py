@@ -12,7 +12,7 @@ is :func:`~attn_core.attention_backward` plus the chain rule through the matrix 
 Everything is seeded: the same seed gives the same initial weights and the same batches.
 
 Several seeds train at once as a *population*: every parameter has a leading seed axis
-``(S, 1, rows, cols)`` and every batch ``(S, b, n, ...)``; the seeds never mix (each loss
+``(S, rows, cols)`` and every batch ``(S, b, n, ...)``; the seeds never mix (each loss
 is a mean over its own seed's batch), so one vectorised step is ``S`` independent steps.
 """
 
@@ -74,7 +74,7 @@ def sinusoidal_positions(n, d):
 def init_params(rngs, n_features, n_out, n, d_model=16, d_k=16, d_v=16, positions=None):
     """Random initial weights for one model per generator in ``rngs``.
 
-    Returns a dict of arrays with a leading seed axis ``(S, 1, rows, cols)``: ``E``
+    Returns a dict of arrays with a leading seed axis ``(S, rows, cols)``: ``E``
     (n_features, d_model), ``W_q``/``W_k`` (d_model, d_k), ``W_v`` (d_model, d_v), ``W_o``
     (d_v, n_out) and, for ``positions="learned"``, ``pos`` (n, d_model). Entries are normal
     with variance ``1 / rows``, so each product keeps its input's spread (``E`` and ``pos``:
@@ -90,16 +90,23 @@ def init_params(rngs, n_features, n_out, n, d_model=16, d_k=16, d_v=16, position
     params = {name: [] for name in shapes}
     for rng in rngs:
         for name, (rows, cols, var) in shapes.items():
-            params[name].append(rng.standard_normal((1, rows, cols)) * np.sqrt(var))
-    return {name: np.stack(arrs) for name, arrs in params.items()}  # each (S, 1, rows, cols)
+            params[name].append(rng.standard_normal((rows, cols)) * np.sqrt(var))
+    return {name: np.stack(arrs) for name, arrs in params.items()}  # each (S, rows, cols)
+
+
+def _lin(a, w):
+    """``a @ w`` per seed as one matrix product: (S, b, n, d_in) @ (S, d_in, d_out)."""
+    s, b, n, d_in = a.shape
+    y = a.reshape(s, b * n, d_in) @ w  # (S, b * n, d_in) @ (S, d_in, d_out) -> (S, b * n, d_out)
+    return y.reshape(s, b, n, w.shape[-1])  # (S, b * n, d_out) -> (S, b, n, d_out)
 
 
 def embed(params, features, positions=None):
     """``x = F E`` plus the positional encoding: (S, b, n, n_features) -> (S, b, n, d_model)."""
-    x = features @ params["E"]  # (S, b, n, f) @ (S, 1, f, d_model) -> (S, b, n, d_model)
+    x = _lin(features, params["E"])  # (S, b, n, f) -> (S, b, n, d_model)
     n = x.shape[-2]
     if positions == "learned":
-        x = x + params["pos"][..., :n, :]
+        x = x + params["pos"][:, None, :n, :]  # (S, 1, n, d_model), the same for every batch
     elif positions == "sinusoidal":
         x = x + sinusoidal_positions(n, x.shape[-1])
     return x
@@ -113,12 +120,12 @@ def forward(params, features, scale=None, positions=None):
     ``1.0`` for unscaled scores.
     """
     x = embed(params, features, positions)
-    q, k, v = (x @ params[w] for w in ("W_q", "W_k", "W_v"))  # each (S, b, n, d)
+    q, k, v = (_lin(x, params[w]) for w in ("W_q", "W_k", "W_v"))  # each (S, b, n, d)
     scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale
     # attention(q, k, v, scale=scale) without re-checking arrays built from checked weights
     weights = stable_softmax(_scores(q, k, scale))  # (S, b, n, n)
     out = weights @ v  # (S, b, n, n) @ (S, b, n, d_v) -> (S, b, n, d_v)
-    logits = out @ params["W_o"]  # (S, b, n, d_v) @ (S, 1, d_v, n_out) -> (S, b, n, n_out)
+    logits = _lin(out, params["W_o"])  # (S, b, n, d_v) -> (S, b, n, n_out)
     return logits, weights, {"x": x, "q": q, "k": k, "v": v, "out": out, "scale": scale}
 
 
@@ -158,27 +165,25 @@ def loss_and_grads(params, batch, scale=None, positions=None):
     logits, weights, c = forward(params, batch.features, scale, positions)
     loss, grad_logits = cross_entropy(logits, batch.targets, batch.scored)
     grads = {"W_o": _sum_outer(c["out"], grad_logits)}
-    # (S, b, n, n_out) @ (S, 1, n_out, d_v) -> (S, b, n, d_v)
-    grad_out = grad_logits @ params["W_o"].swapaxes(-1, -2)
+    grad_out = _lin(grad_logits, params["W_o"].swapaxes(-1, -2))  # (S, b, n, d_v)
     (gq, gk, gv), grad_s = _backward_from_weights(c["q"], c["k"], c["v"], weights, grad_out,
                                                   c["scale"])
     grad_x = 0
     for name, g in (("W_q", gq), ("W_k", gk), ("W_v", gv)):
         grads[name] = _sum_outer(c["x"], g)
-        # (S, b, n, d) @ (S, 1, d, d_model) -> (S, b, n, d_model)
-        grad_x = grad_x + g @ params[name].swapaxes(-1, -2)
+        grad_x = grad_x + _lin(g, params[name].swapaxes(-1, -2))  # (S, b, n, d_model)
     grads["E"] = _sum_outer(batch.features, grad_x)
     if positions == "learned":
-        grads["pos"] = grad_x.sum(axis=1, keepdims=True)  # (S, b, n, d) -> (S, 1, n, d)
+        grads["pos"] = grad_x.sum(axis=1)  # (S, b, n, d) -> (S, n, d)
     return loss, grads, {"weights": weights, "grad_scores": grad_s, "grad_q": gq}
 
 
 def _sum_outer(a, g):
-    """``sum_b a_b^T g_b`` per seed: the gradient of ``a @ W`` -> (S, 1, d_in, d_out)."""
+    """``sum_b a_b^T g_b`` per seed: the gradient of ``a @ W`` -> (S, d_in, d_out)."""
     s = a.shape[0]
     a = a.reshape(s, -1, a.shape[-1])  # (S, b, n, d_in) -> (S, b * n, d_in)
     g = g.reshape(s, -1, g.shape[-1])  # (S, b, n, d_out) -> (S, b * n, d_out)
-    return (a.swapaxes(-1, -2) @ g)[:, None]  # (S, d_in, b*n) @ (S, b*n, d_out) -> (S, 1, .)
+    return a.swapaxes(-1, -2) @ g  # (S, d_in, b * n) @ (S, b * n, d_out) -> (S, d_in, d_out)
 
 
 class SGD:
@@ -312,7 +317,7 @@ def train(task="lookup", d_k=16, scaled=True, seeds=(0,), steps=300, lr=0.01, ba
                 snap_weights[i], probe.pattern[i, 0],
                 accuracy=float(right[i][test.scored[i]].mean()),
                 on_pattern=float(on[i][test.scored[i]].mean()),
-                params={name: p[i, 0] for name, p in params.items()})
+                params={name: p[i] for name, p in params.items()})
             for i, s in enumerate(seeds)]
 
 
@@ -344,3 +349,49 @@ def _sizes(task):
     """``(n_features, n_out, n)`` of the named task."""
     b = make_batch(task, np.random.default_rng(0), 1)
     return b.features.shape[-1], n_classes(task), b.features.shape[-2]
+
+
+def running_mean(losses, window=10):
+    """Mean of each ``window`` consecutive losses (a shorter window at the start).
+
+    Parameters
+    ----------
+    losses : (..., steps) array_like
+    window : int
+
+    Returns
+    -------
+    smooth : (..., steps) ndarray
+        ``smooth[..., t]`` is the mean of ``losses[..., max(0, t - window + 1) : t + 1]``.
+
+    Examples
+    --------
+    >>> running_mean([4.0, 2.0, 0.0, 2.0], window=2)
+    array([4., 3., 1., 1.])
+    """
+    x = np.asarray(losses, dtype=float)
+    window = check_positive_int(window, "window")
+    c = np.cumsum(x, axis=-1)  # (..., steps)
+    out = c.copy()
+    out[..., window:] = c[..., window:] - c[..., :-window]
+    return out / np.minimum(np.arange(1, x.shape[-1] + 1), window)
+
+
+def final_loss(run, last=10):
+    """A run's final loss: the mean batch loss over its ``last`` steps."""
+    return float(np.mean(run.losses[-last:]))
+
+
+def scaling_runs(task="lookup", d_ks=(4, 16, 64, 256), seeds=(0, 1, 2), steps=150, lr=0.01,
+                 optimiser="adam", snapshots=16):
+    """The scaling experiment: the same task, seeds and learning rate for every d_k, with
+    and without the 1/sqrt(d_k) factor.
+
+    Returns
+    -------
+    runs : dict
+        ``runs[d_k, scaled]`` is the list of :class:`Run`, one per seed.
+    """
+    return {(d_k, scaled): train(task, d_k=d_k, scaled=scaled, seeds=seeds, steps=steps, lr=lr,
+                                 optimiser=optimiser, snapshots=snapshots)
+            for d_k in d_ks for scaled in (True, False)}
