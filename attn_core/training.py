@@ -382,8 +382,8 @@ def final_loss(run, last=10):
     return float(np.mean(run.losses[-last:]))
 
 
-def scaling_runs(task="lookup", d_ks=(4, 16, 64, 256), seeds=(0, 1, 2), steps=150, lr=0.01,
-                 optimiser="adam", snapshots=16):
+def scaling_runs(task="lookup", d_ks=(4, 16, 64, 256), seeds=(0, 1, 2), steps=120, lr=0.01,
+                 batch=16, optimiser="adam", snapshots=16):
     """The scaling experiment: the same task, seeds and learning rate for every d_k, with
     and without the 1/sqrt(d_k) factor.
 
@@ -393,5 +393,5 @@ def scaling_runs(task="lookup", d_ks=(4, 16, 64, 256), seeds=(0, 1, 2), steps=15
         ``runs[d_k, scaled]`` is the list of :class:`Run`, one per seed.
     """
     return {(d_k, scaled): train(task, d_k=d_k, scaled=scaled, seeds=seeds, steps=steps, lr=lr,
-                                 optimiser=optimiser, snapshots=snapshots)
+                                 batch=batch, optimiser=optimiser, snapshots=snapshots)
             for d_k in d_ks for scaled in (True, False)}
