@@ -7,9 +7,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attn_core.checks import (check_quiz_heads, check_quiz_long_context, check_quiz_mask,
-                              check_quiz_maps, check_quiz_roles, check_quiz_scaling,
-                              check_quiz_spread)
+from attn_core.checks import (
+    check_quiz_heads,
+    check_quiz_long_context,
+    check_quiz_maps,
+    check_quiz_mask,
+    check_quiz_roles,
+    check_quiz_scaling,
+    check_quiz_spread,
+)
 
 
 def ref_causal_count(n):
