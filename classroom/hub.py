@@ -275,7 +275,7 @@ class Student:
                      json={"type": "notebook", "format": "json", "content": nb})
 
     def run_notebook(self, path, timeout=300):
-        """Run every code cell of the notebook ``path`` in a new kernel; see ``Kernel.run_cells``."""
+        """Run every code cell of the notebook ``path`` in a new kernel (``Kernel.run_cells``)."""
         nb = self.read(path)
         sources = ["".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
                    for cell in nb["cells"] if cell["cell_type"] == "code"]

@@ -1,4 +1,4 @@
-"""JupyterHub configuration for a class on ONE machine (``make classroom``, the tests, the benchmark).
+"""JupyterHub for a class on ONE machine (``make classroom``, the tests, the benchmark).
 
 Everything is read from environment variables that ``classroom/hub.py`` sets (it picks free
 ports and a state directory); run ``classroom/run.py`` rather than ``jupyterhub`` by hand.

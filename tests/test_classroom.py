@@ -20,7 +20,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
 from conftest import in_ci
 
 ROOT = Path(__file__).resolve().parents[1]
