@@ -56,6 +56,8 @@ c.JupyterHub.cleanup_servers = True  # stopping the hub stops every student's se
 
 # --- who may log in -------------------------------------------------------------------------
 c.JupyterHub.authenticator_class = "dummy"
+# (JupyterHub 5.3 deprecated this option in favour of SharedPasswordAuthenticator, which also
+# needs a separate 32-character admin password; for a loopback try-out this is simpler.)
 c.DummyAuthenticator.password = os.environ.get("CLASSROOM_PASSWORD", "attention")
 c.Authenticator.allow_all = True
 c.Authenticator.admin_users = {"teacher"}
@@ -70,10 +72,14 @@ c.Spawner.start_timeout = 120
 c.Spawner.http_timeout = 90
 # The venv's bin first, so that `git` (nbgitpuller) and the kernel find the course's tools.
 c.Spawner.environment = {"PATH": f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
-# From benchmarks/RESULTS-classroom.md: notebook 11 with its model loaded peaks near 0.6 GiB
-# (server + kernel); 1 GiB leaves room for a second kernel. Not enforced by this spawner.
+# From benchmarks/RESULTS-classroom.md: a student's server + kernel is 280 MiB with notebook 04
+# run and 396 MiB with notebook 11's model loaded; 1G holds both notebooks open at once, and half
+# a core per running student kept 4 students on 2 cores under 2x their single-user cell time.
+# Not enforced by this spawner (see above); classroom/z2jh/config.yaml uses the same numbers.
 c.Spawner.mem_limit = os.environ.get("CLASSROOM_MEM_LIMIT", "1G")
-c.Spawner.cpu_limit = float(os.environ.get("CLASSROOM_CPU_LIMIT", "1"))
+c.Spawner.cpu_limit = float(os.environ.get("CLASSROOM_CPU_LIMIT", "2"))
+c.Spawner.cpu_guarantee = 0.5
+c.Spawner.mem_guarantee = "512M"
 
 # --- stop idle servers (jupyterhub-idle-culler as a hub-managed service) ----------------------
 c.JupyterHub.services = [

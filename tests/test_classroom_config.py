@@ -131,3 +131,17 @@ def test_the_image_and_link_are_this_course(config):
     # nbgitpuller must be in the image repo2docker builds from binder/.
     reqs = (ROOT / "binder" / "requirements.txt").read_text(encoding="utf-8")
     assert re.search(r"^nbgitpuller==", reqs, re.M)
+
+
+def test_readme_link_is_built_from_repo():
+    """The link in README "Teaching with this course" is classroom/hub.py's, for tools/nav.py's
+    REPO: when REPO changes, this test says what to update."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("classroom_hub_cfg",
+                                                  ROOT / "classroom" / "hub.py")
+    hub = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hub)
+    link = hub.nbgitpuller_link("https://HUB", hub.repo_address(), "main")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert link in readme, f"README.md should show the classroom link {link}"
