@@ -113,8 +113,9 @@ def main(argv=None):
     parser.add_argument("--deadline", type=int, default=1500, help="the hub's life, seconds")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "RESULTS-classroom.md")
     args = parser.parse_args(argv)
-    if H.missing_tools():
-        sys.exit("missing: " + "; ".join(H.missing_tools()))
+    if H.missing_tools():  # `make bench` runs every script: say why, do not fail the others
+        print("bench_classroom: skipped, missing " + "; ".join(H.missing_tools()))
+        return
 
     load_start, t_start = loadavg(), time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="bench-classroom-"))
