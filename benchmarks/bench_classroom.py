@@ -19,6 +19,7 @@ itself after ``--deadline`` seconds.
 
 import argparse
 import importlib.util
+import shutil
 import statistics
 import subprocess
 import sys
@@ -154,6 +155,7 @@ def main(argv=None):
             if worst / base >= 2:
                 break
     load_end, wall = loadavg(), time.perf_counter() - t_start
+    shutil.rmtree(tmp, ignore_errors=True)
     holds = max(k for k, _, _, _, ratio in rows if ratio < 2)
 
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
