@@ -302,3 +302,19 @@ def test_the_crossover_is_six_d_model_without_the_softmax_term():
 ])
 def test_cost_errors_are_named(call, exc, pattern):
     ref.assert_clear_error(call, exc, pattern)
+
+
+def test_min_time_is_the_shortest_of_the_timed_calls(monkeypatch):
+    calls = []
+    ticks = iter([0.0, 0.5, 1.0, 1.2, 2.0, 2.9])  # three calls taking 0.5, 0.2 and 0.9 s
+    monkeypatch.setattr(cost_module.time, "perf_counter", lambda: next(ticks))
+    assert cost_module.min_time(calls.append, 1, repeat=3) == pytest.approx(0.2)
+    assert len(calls) == 4  # the warm-up call and three timed ones
+
+
+def test_min_time_measures_a_real_wait():
+    import time
+
+    assert cost_module.min_time(time.sleep, 0.002, repeat=3) >= 0.002
+    ref.assert_clear_error(lambda: cost_module.min_time(sum, [1], repeat=0), ValueError,
+                           r"repeat must be an integer >= 1")
