@@ -51,6 +51,11 @@ def test_decode_row_accepts_a_correct_function_and_catches_wrong_ones():
     assert_unanswered(check_decode_row(None))
     assert_not_yet(check_decode_row(42))
 
+    def placeholder(q_t, K, V):
+        return None
+
+    assert_unanswered(check_decode_row(placeholder))
+
     def unscaled(q_t, K, V):
         return loop_decode_row(np.asarray(q_t) * math.sqrt(len(q_t)), K, V)
 

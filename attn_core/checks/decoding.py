@@ -73,7 +73,10 @@ def check_decode_row(fn, n=6, d_k=4, d_v=3, seed=13):
     full, _ = attention(q, k, v, mask=causal_mask(n))
     for t in range(1, n + 1):
         try:
-            got = np.asarray(fn(q[t - 1].copy(), k[:t].copy(), v[:t].copy()), dtype=float)
+            result = fn(q[t - 1].copy(), k[:t].copy(), v[:t].copy())
+            if result is None or result is Ellipsis:
+                return unanswered(f"your function returns None: write its body. {hint}")
+            got = np.asarray(result, dtype=float)
         except Exception as exc:  # the learner's code may fail in any way: say how
             return not_yet(f"your function raised {type(exc).__name__}: {exc}. {hint}")
         if got.shape != (d_v,):
