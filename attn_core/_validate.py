@@ -13,13 +13,18 @@ The dtype rule, followed by every maths function (:func:`as_float_array` and
    the dtypes from step 1, and everything is computed in it;
 3. every array result has that dtype, the weights as well as the output.
 
-So float32 in gives float32 out only when every float input is float32 (or float16);
-``attention(q32, k32, v64)`` computes and returns both its output and its weights in float64.
+So the result is float32 only when every input is float32 or float16 (float16 in is
+computed and returned in float32), and float64 otherwise; ``attention(q32, k32, v64)``
+computes and returns both its output and its weights in float64.
 
 Overflow is never silent: "finite in, finite out, or a clear error". A product or score
 that overflows to inf or NaN raises a ValueError naming it (:func:`check_overflow`,
 :func:`check_result`). A score of ``-inf`` means "masked" and only a mask may produce it:
-a query whose allowed scores all overflow to ``-inf`` is an error, not an empty row.
+a query whose allowed scores all overflow to ``-inf`` is an error, not an empty row. (One
+score that overflows to ``-inf`` beside finite ones gets weight 0, its true weight to the
+dtype's precision, without an error.) Overflow inside a computation is silenced with
+:func:`checked_later` only where the result is checked right after, so no RuntimeWarning
+leaks from a computation that ends correct.
 """
 
 import numbers

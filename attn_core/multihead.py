@@ -79,7 +79,7 @@ def merge_heads(x):
     -------
     merged : (..., n, h * d_k) ndarray
         Head ``i`` fills columns ``i*d_k .. (i+1)*d_k - 1``. A new array, never a view of
-        ``x``.
+        ``x``; its dtype follows the package's dtype rule, as in :func:`split_heads`.
 
     Notes
     -----
