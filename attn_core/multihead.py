@@ -187,21 +187,8 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, h, mask=None, biases=None):
     >>> np.allclose(weights.sum(axis=-1), 1.0)
     True
     """
-    x = as_float_array(x, "x", min_ndim=2)
-    d_model = x.shape[-1]
-    w_q, w_k, w_v = (_check_weight(w, name, d_model) for w, name in
-                     ((w_q, "w_q"), (w_k, "w_k"), (w_v, "w_v")))
-    if w_q.shape != w_k.shape:
-        raise ValueError(f"w_q and w_k must have the same shape, got {w_q.shape} and {w_k.shape}")
-    h = _check_heads(w_q.shape[1], h, "the width of w_q and w_k (h * d_k)")
-    _check_heads(w_v.shape[1], h, "the width of w_v (h * d_v)")
-    w_o = _check_weight(w_o, "w_o", w_v.shape[1])
-    b_q, b_k, b_v, b_o = _check_biases(biases, (w_q.shape[1], w_k.shape[1], w_v.shape[1],
-                                                w_o.shape[1]))
-    x, w_q, w_k, w_v, w_o = to_common_dtype(x, w_q, w_k, w_v, w_o, *(
-        b for b in (b_q, b_k, b_v, b_o) if b is not None))[:5]  # the dtype rule: one dtype
-    b_q, b_k, b_v, b_o = (None if b is None else b.astype(x.dtype, copy=False)
-                          for b in (b_q, b_k, b_v, b_o))
+    x, (w_q, w_k, w_v, w_o), h, (b_q, b_k, b_v, b_o) = _check_inputs(x, w_q, w_k, w_v, w_o,
+                                                                     h, biases)
     q, k, v = (_affine(x, w, b, f"x @ w_{name} (the {what} projection)")
                for w, b, name, what in ((w_q, b_q, "q", "query"), (w_k, b_k, "k", "key"),
                                         (w_v, b_v, "v", "value")))
@@ -217,6 +204,28 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, h, mask=None, biases=None):
         heads = weights @ v  # (..., h, n, n) @ (..., h, n, d_v) -> (..., h, n, d_v)
     check_result(heads, "the heads (weights @ v)")
     return _affine(_merge(heads), w_o, b_o, "heads @ w_o (the output projection)"), weights
+
+
+def _check_inputs(x, w_q, w_k, w_v, w_o, h, biases):
+    """The checks of :func:`multi_head_attention` (also its backward pass): shapes, heads,
+    biases, then the dtype rule. Returns ``x, (w_q, w_k, w_v, w_o), h, (b_q, b_k, b_v, b_o)``.
+    """
+    x = as_float_array(x, "x", min_ndim=2)
+    d_model = x.shape[-1]
+    w_q, w_k, w_v = (_check_weight(w, name, d_model) for w, name in
+                     ((w_q, "w_q"), (w_k, "w_k"), (w_v, "w_v")))
+    if w_q.shape != w_k.shape:
+        raise ValueError(f"w_q and w_k must have the same shape, got {w_q.shape} and {w_k.shape}")
+    h = _check_heads(w_q.shape[1], h, "the width of w_q and w_k (h * d_k)")
+    _check_heads(w_v.shape[1], h, "the width of w_v (h * d_v)")
+    w_o = _check_weight(w_o, "w_o", w_v.shape[1])
+    b_q, b_k, b_v, b_o = _check_biases(biases, (w_q.shape[1], w_k.shape[1], w_v.shape[1],
+                                                w_o.shape[1]))
+    x, w_q, w_k, w_v, w_o = to_common_dtype(x, w_q, w_k, w_v, w_o, *(
+        b for b in (b_q, b_k, b_v, b_o) if b is not None))[:5]  # the dtype rule: one dtype
+    b_q, b_k, b_v, b_o = (None if b is None else b.astype(x.dtype, copy=False)
+                          for b in (b_q, b_k, b_v, b_o))
+    return x, (w_q, w_k, w_v, w_o), h, (b_q, b_k, b_v, b_o)
 
 
 def _affine(x, w, b, what):
