@@ -36,11 +36,10 @@ OVERRIDES = _machine.prepare_environment()  # re-execs this script once (thread 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
 
-from attn_core.model import encoder, pretrained  # noqa: E402
 from attn_core.examples import SENTENCE  # noqa: E402, F401  (the article's sentence)
+from attn_core.model import encoder, layers, pretrained  # noqa: E402
 
 THREADS = 2
 COURSE_SENTENCE = "The animal crossed the road because it was tired."
@@ -97,7 +96,7 @@ def where_time_goes(model, ids, rounds):
     w = model.weights
     x = encoder.embed(w, ids)
     layer = w.layers[0]
-    hidden = encoder.gelu(x @ layer.w_in + layer.b_in)  # (n, d_ff)
+    hidden = layers.gelu(x @ layer.w_in + layer.b_in)  # (n, d_ff)
     parts = {
         "embeddings + layer norm": lambda: encoder.embed(w, ids),
         "multi-head attention (x 6)": lambda: encoder.multi_head_attention(
@@ -105,8 +104,8 @@ def where_time_goes(model, ids, rounds):
             biases=(layer.b_q, layer.b_k, layer.b_v, layer.b_o)),
         "feed-forward products (x 6)": lambda: (x @ layer.w_in + layer.b_in,
                                                 hidden @ layer.w_out + layer.b_out),
-        "GELU, exact erf (x 6)": lambda: encoder.gelu(hidden),
-        "two layer norms (x 6)": lambda: [encoder.layer_norm(x, layer.ln1_gamma, layer.ln1_beta)
+        "GELU, exact erf (x 6)": lambda: layers.gelu(hidden),
+        "two layer norms (x 6)": lambda: [layers.layer_norm(x, layer.ln1_gamma, layer.ln1_beta)
                                           for _ in range(2)],
     }
     out = []

