@@ -8,13 +8,14 @@ sentence embeddings.
 from __future__ import annotations
 
 import math
+from numbers import Real
 
 import numpy as np
 from scipy.special import erf
 
 from .._validate import as_float_array
 
-__all__ = ["gelu", "l2_normalize", "layer_norm", "mean_pool"]
+__all__ = ["check_eps", "gelu", "l2_normalize", "layer_norm", "mean_pool"]
 
 
 def layer_norm(x, gamma, beta, eps=1e-12):
@@ -27,7 +28,7 @@ def layer_norm(x, gamma, beta, eps=1e-12):
     gamma, beta : (d,) array_like
         Learned scale and shift.
     eps : float
-        Added to the variance before the square root (BERT uses 1e-12).
+        Added to the variance before the square root (BERT uses 1e-12); finite and > 0.
 
     Returns
     -------
@@ -37,7 +38,9 @@ def layer_norm(x, gamma, beta, eps=1e-12):
     -----
     .. math:: y = \\gamma \\odot \\frac{x - \\mu}{\\sqrt{\\sigma^2 + \\epsilon}} + \\beta
 
-    with the mean and (biased) variance taken over the last axis.
+    with the mean and (biased) variance taken over the last axis. A row whose squared
+    deviations overflow (values near the end of the float range) is divided by its largest
+    ``|x|`` first: ``y`` is the same for ``x / s`` with ``eps / s²``.
 
     Examples
     --------
@@ -49,9 +52,37 @@ def layer_norm(x, gamma, beta, eps=1e-12):
     d = x.shape[-1]
     gamma = _vector(gamma, "gamma", d)
     beta = _vector(beta, "beta", d)
-    mu = x.mean(axis=-1, keepdims=True)  # (..., 1)
-    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)  # (..., 1)
-    return ((x - mu) / np.sqrt(var + eps) * gamma + beta).astype(x.dtype, copy=False)
+    eps = check_eps(eps)
+    with np.errstate(over="ignore", invalid="ignore"):
+        mu = x.mean(axis=-1, keepdims=True)  # (..., 1)
+        var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)  # (..., 1)
+    if np.isfinite(mu).all() and np.isfinite(var).all():
+        z = (x - mu) / np.sqrt(var + eps)
+    else:
+        z = _standardise_scaled(x, eps)
+    return (z * gamma + beta).astype(x.dtype, copy=False)
+
+
+def _standardise_scaled(x, eps):
+    """(x - mu) / sqrt(var + eps) for rows so large that their squares overflow."""
+    s = np.max(np.abs(x), axis=-1, keepdims=True)  # (..., 1)
+    s = np.where(s > 0, s, 1)
+    u = x / s  # (..., d), every |entry| <= 1
+    mu = u.mean(axis=-1, keepdims=True)  # (..., 1)
+    var = ((u - mu) ** 2).mean(axis=-1, keepdims=True)  # (..., 1)
+    with np.errstate(under="ignore"):
+        denom = np.sqrt(var + eps / s / s)  # eps / s² is 0 when s is huge
+    safe = np.where(denom > 0, denom, 1)
+    return np.where(denom > 0, (u - mu) / safe, 0)  # a constant row: 0, as for small rows
+
+
+def check_eps(eps):
+    """``eps`` as a float: a real number, finite and > 0 (else a clear error)."""
+    if isinstance(eps, bool) or not isinstance(eps, Real):
+        raise TypeError(f"eps must be a number, got {type(eps).__name__}")
+    if not (math.isfinite(eps) and eps > 0):
+        raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
+    return float(eps)
 
 
 def gelu(x):
@@ -145,7 +176,14 @@ def l2_normalize(x):
 
     Returns
     -------
-    (..., d) ndarray
+    (..., d) ndarray, same float dtype as ``x``
+
+    Notes
+    -----
+    .. math:: y = x / \\lVert x \\rVert_2
+
+    A vector whose squares would overflow or underflow (float32 entries of 1e20 or 1e-30)
+    is divided by its largest ``|x_j|`` first, which changes its length, not its direction.
 
     Examples
     --------
@@ -153,7 +191,16 @@ def l2_normalize(x):
     array([0.6, 0.8])
     """
     x = as_float_array(x, "x", min_ndim=1, layout="(..., d)")
-    norm = np.linalg.norm(x, axis=-1, keepdims=True)
-    if (norm == 0).any():
+    s = np.max(np.abs(x), axis=-1, keepdims=True)  # (..., 1)
+    if (s == 0).any():
         raise ValueError("x must not contain an all-zero vector (it has no direction)")
-    return x / norm
+    with np.errstate(over="ignore", under="ignore"):
+        norm = np.linalg.norm(x, axis=-1, keepdims=True)  # (..., 1)
+    info = np.finfo(x.dtype)
+    plain = np.isfinite(norm) & (s >= math.sqrt(info.tiny / info.eps))  # squares are exact
+    if plain.all():
+        return x / norm
+    u = x / s  # (..., d), largest |entry| 1
+    with np.errstate(under="ignore"):
+        u_norm = np.linalg.norm(u, axis=-1, keepdims=True)  # (..., 1), >= 1
+    return np.where(plain, x / np.where(plain, norm, 1), u / u_norm).astype(x.dtype, copy=False)
