@@ -236,27 +236,41 @@ class ModelExplorer(Explorer):
         self._guard(self._show_run, run)
 
     def _show_run(self, run):
-        self._set_run(run)
-        self._update()
+        """Show a new sentence whole, or not at all: if anything fails on the way, the last
+        good sentence, figure, query menu and read-out are put back (and the error raised)."""
+        c = self.controls
+        saved = (self.run, self.canvas, self.panels, self._last_key, self.readout.value,
+                 c["query"].options, c["query"].value)
+        try:
+            self._set_run(run)
+            self._update()
+        except Exception:
+            (self.run, self.canvas, self.panels, self._last_key, self.readout.value,
+             options, value) = saved
+            self._set_query_menu(options, value)
+            raise
 
     def _set_run(self, run):
-        """A new sentence: a new figure (new labels), new query options."""
-        old = self.run
-        self.run = run
-        self.canvas = _Canvas(figures.panels_layout(run.pieces).figsize, layout=None)
+        """A new sentence: a new figure (new labels), new query options. Everything new is
+        built before anything of the explorer changes."""
         c = self.controls
-        keep = None if old is None else old.pieces[c["query"].value]
+        keep = None if self.run is None else self.run.pieces[c["query"].value]
         q = _default_query(run.pieces, keep, self.query_piece)
-        self.panels = figures.explorer_panels(run.attentions, run.pieces,
-                                              c["layer"].value, c["head"].value, q,
-                                              fig=self.canvas.figure)
-        self._busy = True
+        canvas = _Canvas(figures.panels_layout(run.pieces).figsize, layout=None)
+        panels = figures.explorer_panels(run.attentions, run.pieces, c["layer"].value,
+                                         c["head"].value, q, fig=canvas.figure)
+        options = _query_options(run.pieces)
+        self.run, self.canvas, self.panels = run, canvas, panels
+        self._set_query_menu(options, q)
+        self._last_key = None
+
+    def _set_query_menu(self, options, value):
+        self._busy = True  # the explorer's own change: no update
         try:
-            c["query"].options = _query_options(run.pieces)
-            c["query"].value = q
+            self.controls["query"].options = options
+            self.controls["query"].value = value
         finally:
             self._busy = False
-        self._last_key = None
 
     # slider moves: only redraw
     def _update(self):
