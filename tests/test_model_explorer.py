@@ -348,12 +348,20 @@ def test_a_missing_model_package_raises_with_the_install_command(monkeypatch):
     ({"head": 13}, ValueError, "head must be from 1 to 12"),
     ({"head": 2.0}, TypeError, "head must be an int"),
     ({"query": 3}, TypeError, "query must be a word piece"),
+    ({"query": "zebra"}, ValueError, "query 'zebra' is not a word piece of the sentence; its "
+                                     "pieces are '\\[CLS\\]', 'the', 'animal'"),
     ({"sentence": ""}, ValueError, "at least one word"),
     ({"sentence": None}, TypeError, "sentence must be a str"),
 ])
 def test_the_factory_refuses_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):
         mx.model_explorer(**kwargs)
+
+
+def test_the_default_query_is_it_or_the_first_real_piece(reference):
+    assert mx.model_explorer(SENTENCE).controls["query"].value == reference[SENTENCE].index("it")
+    assert mx.model_explorer(NO_REPEAT).controls["query"].value == 1  # no "it": "dogs"
+    assert mx.model_explorer(NO_REPEAT, query="BARK").controls["query"].value == 2
 
 
 # --- the widget itself ----------------------------------------------------------------------
