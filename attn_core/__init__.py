@@ -32,8 +32,15 @@ Import those by name: ``from attn_core.figures import heatmap``,
 
 from . import errata, examples
 from .attention import MASKED_SCORE, attention, scores
-from .cost import (attention_flops, loglog_slope, median_time, peak_memory, projection_flops,
-                   score_matrix_bytes, score_matrix_cells)
+from .cost import (
+                   attention_flops,
+                   loglog_slope,
+                   median_time,
+                   peak_memory,
+                   projection_flops,
+                   score_matrix_bytes,
+                   score_matrix_cells,
+)
 from .flash import DEFAULT_BLOCK_SIZE, TileStep, flash_attention, flash_attention_steps
 from .masks import causal_mask, padding_mask, window_mask
 from .multihead import merge_heads, multi_head_attention, split_heads

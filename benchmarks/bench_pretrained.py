@@ -20,6 +20,7 @@ It is not a timed test: it prints a table.
 """
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -60,13 +61,26 @@ def sentence_of_about(model, pieces):
     return " ".join(words[:lo])
 
 
+def forward_ours(model, ids):
+    """One forward pass of the course's numpy encoder, every layer's attention kept."""
+    encoder.encoder_forward(model.weights, ids)
+
+
+def forward_theirs(bert, ids):
+    """One forward pass of transformers' BertModel on the same ids, attentions returned."""
+    torch, m = bert
+    with torch.no_grad():
+        m(torch.from_numpy(ids[None]), output_attentions=True)
+
+
 def peer():
     """(torch, BertModel) or (None, reason)."""
     try:
         import torch
         from transformers import BertModel
     except ImportError as exc:
-        return None, f"not installed ({exc.name}): pip install torch==2.13.0; make crosscheck-extras"
+        return None, (f"not installed ({exc.name}): pip install torch==2.13.0; "
+                      "make crosscheck-extras")
     torch.set_num_threads(THREADS)
     model = BertModel.from_pretrained(str(pretrained.model_dir()), attn_implementation="eager")
     return (torch, model.eval()), None
@@ -133,25 +147,19 @@ def main():
         for text in sentences:
             ids = model.tokenize(text)[1]
             ours, theirs, ratios = [], [], []
+            # Each call is bound to this sentence's ids now (a closure would read `ids`
+            # when called, whatever the loop had set it to by then).
+            calls = {"ours": functools.partial(forward_ours, model, ids),
+                     "theirs": None if bert is None else functools.partial(forward_theirs,
+                                                                           bert, ids)}
             for r in range(args.rounds):
-                def run_ours():
-                    encoder.encoder_forward(model.weights, ids)
-
-                def run_theirs():
-                    torch, m = bert
-                    with torch.no_grad():
-                        m(torch.from_numpy(ids[None]), output_attentions=True)
-
-                order = [run_ours, run_theirs] if r % 2 == 0 else [run_theirs, run_ours]
-                times = {}
-                for fn in order:
-                    if fn is run_theirs and bert is None:
-                        continue
-                    times[fn] = time_once(fn)
-                ours.append(times[run_ours])
+                order = ["ours", "theirs"] if r % 2 == 0 else ["theirs", "ours"]
+                times = {name: time_once(calls[name]) for name in order
+                         if calls[name] is not None}
+                ours.append(times["ours"])
                 if bert is not None:
-                    theirs.append(times[run_theirs])
-                    ratios.append(times[run_ours] / times[run_theirs])
+                    theirs.append(times["theirs"])
+                    ratios.append(times["ours"] / times["theirs"])
             peer_cell = (f"{statistics.median(theirs) * 1e3:.1f} ms" if bert else reason)
             ratio_cell = f"x{statistics.median(ratios):.2f}" if bert else "-"
             print(f"| {len(ids)} | {statistics.median(ours) * 1e3:.1f} ms | {peer_cell} | "

@@ -1,16 +1,24 @@
 """Cost formulas against independent arithmetic, and the timing and memory helpers."""
 
-import re
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import reference as ref
-from attn_core import (attention, attention_flops, loglog_slope, median_time, peak_memory,
-                       projection_flops, score_matrix_bytes, score_matrix_cells)
+from attn_core import (
+    attention,
+    attention_flops,
+    loglog_slope,
+    median_time,
+    peak_memory,
+    projection_flops,
+    score_matrix_bytes,
+    score_matrix_cells,
+)
 from attn_core import cost as cost_module
+
+import reference as ref
 
 SEED = 20240606
 

@@ -11,10 +11,11 @@ import math
 
 import numpy as np
 import pytest
-from reference import assert_clear_error
 
 from attn_core import examples, explorers
 from attn_core.attention import attention
+
+from reference import assert_clear_error
 
 Q3 = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]  # (3, 2)
 K4 = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.5, 0.5]]  # (4, 2)

@@ -12,10 +12,11 @@ import math
 
 import numpy as np
 import pytest
-from reference import assert_clear_error
 
 from attn_core.model.encoder import _tiny_weights, encoder_layer
 from attn_core.model.layers import l2_normalize, layer_norm
+
+from reference import assert_clear_error
 
 
 def _unit(values):

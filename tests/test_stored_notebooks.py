@@ -74,5 +74,6 @@ def test_section_notebooks_follow_the_template(path):
     assert re.search(r"^#+ .*(Exercises|quiz)", text, re.M), "Exercises section missing"
     setup = [c for c in cells(path, "code") if "%matplotlib inline" in source(c)]
     assert len(setup) == 1, "exactly one setup cell with %matplotlib inline expected"
-    figures = [o for c in cells(path, "code") for o in c["outputs"] if "image/png" in o.get("data", {})]
+    figures = [o for c in cells(path, "code") for o in c["outputs"]
+               if "image/png" in o.get("data", {})]
     assert figures, "no stored figure: a reader without a kernel would see none"
