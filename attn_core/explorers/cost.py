@@ -18,8 +18,6 @@ __all__ = [
     "cost_explorer",
 ]
 
-# --- 6. cost ------------------------------------------------------------------------------
-
 COST_LENGTHS = tuple(2 ** p for p in range(4, 18))  # 16 ... 131072
 COST_DTYPES = ("float16", "float32", "float64")
 #: Longest sequence timed here: measuring it once takes well under a second.

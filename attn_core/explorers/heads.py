@@ -18,8 +18,6 @@ __all__ = [
     "heads_explorer",
 ]
 
-# --- 5. heads -----------------------------------------------------------------------------
-
 D_MODELS = (8, 12, 16, 24, 32, 64, 512)
 #: More heads than this would make each map too small to read; not offered.
 MAX_HEADS = 16

@@ -27,8 +27,6 @@ __all__ = [
     "mask_explorer",
 ]
 
-# --- 4. masks -----------------------------------------------------------------------------
-
 MASK_KINDS = ("none", "causal", "padding", "sliding window", "custom")
 
 

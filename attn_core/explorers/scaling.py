@@ -28,8 +28,6 @@ __all__ = [
     "scaling_explorer",
 ]
 
-# --- 2. scaling ---------------------------------------------------------------------------
-
 D_K_STEPS = tuple(2 ** p for p in range(11))  # 1, 2, 4, ..., 1024
 N_RANGE = (2, 128)  # tokens: at least a pair to spread, at most a readable row of bars
 

@@ -27,8 +27,6 @@ __all__ = [
     "softmax_explorer",
 ]
 
-# --- 3. softmax ---------------------------------------------------------------------------
-
 
 class SoftmaxExplorer(Explorer):
     """A row of scores and a temperature: the weights as bars, and their sum."""

@@ -29,8 +29,6 @@ __all__ = [
     "worked_example_lab",
 ]
 
-# --- 1. the worked example ----------------------------------------------------------------
-
 
 class WorkedExampleLab(Explorer):
     """The article's Q, K and V as editable grids, every intermediate, one cell explained."""
