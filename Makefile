@@ -1,7 +1,10 @@
 # The course's commands. Everything runs inside .venv, which the first command creates.
 #
 #   make lab         open JupyterLab on the course map
-#   make test        the whole test suite (unit, doctests, every notebook via nbval)
+#   make test        make lint, then the whole test suite (unit, doctests, every notebook
+#                    via nbval); a lint violation fails it
+#   make lint        ruff over attn_core, tests, tools, benchmarks and notebooks (rules in
+#                    pyproject.toml; `.venv/bin/python -m ruff check --fix ...` fixes many)
 #   make notebooks   regenerate navigation, re-execute every notebook, store its outputs
 #                    (without live-widget state: tools/clean_outputs.py)
 #   make nav         regenerate navigation cells and course maps (tools/nav.py)
@@ -43,8 +46,8 @@ PORT ?= 8888
 # JupyterLab refuses to run as root unless told to.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help setup lab test notebooks nav bench html test-extras crosscheck-extras clean distclean \
-	classroom classroom-env
+.PHONY: help setup lab lint test notebooks nav bench html test-extras crosscheck-extras clean \
+	distclean classroom classroom-env
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -82,7 +85,13 @@ setup: $(SETUP_STAMP)
 lab: setup
 	$(VENV)/bin/jupyter lab notebooks/00-index.ipynb --ServerApp.root_dir=. --ip=$(HOST) --port=$(PORT) $(ALLOW_ROOT) $(LAB_ARGS)
 
-test: setup
+# Everything ruff checks; the same list CI lints through `make test`.
+LINT_PATHS := attn_core tests tools benchmarks notebooks
+
+lint: setup
+	$(PY) -m ruff check $(LINT_PATHS)
+
+test: lint
 	MPLBACKEND=Agg $(PY) -m pytest --nbval-cell-timeout=$(CELL_TIMEOUT) $(ARGS)
 
 # --- maintainers -------------------------------------------------------------------------

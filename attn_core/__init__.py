@@ -17,9 +17,9 @@ Four subpackages build on them, each importing only downwards (maths <- model <-
 <- explorers; checks use the maths and the model):
 
 * :mod:`attn_core.model`     -- a real pretrained model: ``model.encoder`` (a BERT-style
-  forward pass built on the maths above), ``model.pretrained`` (reads all-MiniLM-L6-v2's
-  files into it; needs ``safetensors`` and ``tokenizers``), ``model.head_roles`` (scores
-  for recognisable head patterns)
+  forward pass built on the maths above; its layer norm and GELU in ``model.layers``),
+  ``model.pretrained`` (reads all-MiniLM-L6-v2's files into it; needs ``safetensors``
+  and ``tokenizers``), ``model.head_roles`` (scores for recognisable head patterns)
 * :mod:`attn_core.figures`   -- the figures (matplotlib), one module per family of figure
   (``heatmaps``, ``products``, ``bars``, ..., ``model_panels``), shared helpers in
   ``figures.base``

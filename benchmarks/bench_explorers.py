@@ -1,7 +1,8 @@
 """Slider latency of the explorers: from a control's change to the PNG the learner gets.
 
 For every explorer and every control, the control is set 20 times (cycling through its
-range, starting right after the explorer is built, so first visits are included) from Python, exactly as a message from the browser would set it; the time until
+range, starting right after the explorer is built, so first visits are included) from
+Python, exactly as a message from the browser would set it; the time until
 the setter returns is the time until the new PNG bytes are on the Image widget (updates
 are synchronous). Beside it: the naive redraw of the same figure, a full draw and
 ``savefig(bbox_inches="tight")`` as the inline backend does on every change (a lower

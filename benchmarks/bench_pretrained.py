@@ -20,6 +20,7 @@ It is not a timed test: it prints a table.
 """
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -36,11 +37,10 @@ OVERRIDES = _machine.prepare_environment()  # re-execs this script once (thread 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
 
-from attn_core.model import encoder, pretrained  # noqa: E402
 from attn_core.examples import SENTENCE  # noqa: E402, F401  (the article's sentence)
+from attn_core.model import encoder, layers, pretrained  # noqa: E402
 
 THREADS = 2
 COURSE_SENTENCE = "The animal crossed the road because it was tired."
@@ -61,13 +61,26 @@ def sentence_of_about(model, pieces):
     return " ".join(words[:lo])
 
 
+def forward_ours(model, ids):
+    """One forward pass of the course's numpy encoder, every layer's attention kept."""
+    encoder.encoder_forward(model.weights, ids)
+
+
+def forward_theirs(bert, ids):
+    """One forward pass of transformers' BertModel on the same ids, attentions returned."""
+    torch, m = bert
+    with torch.no_grad():
+        m(torch.from_numpy(ids[None]), output_attentions=True)
+
+
 def peer():
     """(torch, BertModel) or (None, reason)."""
     try:
         import torch
         from transformers import BertModel
     except ImportError as exc:
-        return None, f"not installed ({exc.name}): pip install torch==2.13.0; make crosscheck-extras"
+        return None, (f"not installed ({exc.name}): pip install torch==2.13.0; "
+                      "make crosscheck-extras")
     torch.set_num_threads(THREADS)
     model = BertModel.from_pretrained(str(pretrained.model_dir()), attn_implementation="eager")
     return (torch, model.eval()), None
@@ -97,7 +110,7 @@ def where_time_goes(model, ids, rounds):
     w = model.weights
     x = encoder.embed(w, ids)
     layer = w.layers[0]
-    hidden = encoder.gelu(x @ layer.w_in + layer.b_in)  # (n, d_ff)
+    hidden = layers.gelu(x @ layer.w_in + layer.b_in)  # (n, d_ff)
     parts = {
         "embeddings + layer norm": lambda: encoder.embed(w, ids),
         "multi-head attention (x 6)": lambda: encoder.multi_head_attention(
@@ -105,8 +118,8 @@ def where_time_goes(model, ids, rounds):
             biases=(layer.b_q, layer.b_k, layer.b_v, layer.b_o)),
         "feed-forward products (x 6)": lambda: (x @ layer.w_in + layer.b_in,
                                                 hidden @ layer.w_out + layer.b_out),
-        "GELU, exact erf (x 6)": lambda: encoder.gelu(hidden),
-        "two layer norms (x 6)": lambda: [encoder.layer_norm(x, layer.ln1_gamma, layer.ln1_beta)
+        "GELU, exact erf (x 6)": lambda: layers.gelu(hidden),
+        "two layer norms (x 6)": lambda: [layers.layer_norm(x, layer.ln1_gamma, layer.ln1_beta)
                                           for _ in range(2)],
     }
     out = []
@@ -134,25 +147,19 @@ def main():
         for text in sentences:
             ids = model.tokenize(text)[1]
             ours, theirs, ratios = [], [], []
+            # Each call is bound to this sentence's ids now (a closure would read `ids`
+            # when called, whatever the loop had set it to by then).
+            calls = {"ours": functools.partial(forward_ours, model, ids),
+                     "theirs": None if bert is None else functools.partial(forward_theirs,
+                                                                           bert, ids)}
             for r in range(args.rounds):
-                def run_ours():
-                    encoder.encoder_forward(model.weights, ids)
-
-                def run_theirs():
-                    torch, m = bert
-                    with torch.no_grad():
-                        m(torch.from_numpy(ids[None]), output_attentions=True)
-
-                order = [run_ours, run_theirs] if r % 2 == 0 else [run_theirs, run_ours]
-                times = {}
-                for fn in order:
-                    if fn is run_theirs and bert is None:
-                        continue
-                    times[fn] = time_once(fn)
-                ours.append(times[run_ours])
+                order = ["ours", "theirs"] if r % 2 == 0 else ["theirs", "ours"]
+                times = {name: time_once(calls[name]) for name in order
+                         if calls[name] is not None}
+                ours.append(times["ours"])
                 if bert is not None:
-                    theirs.append(times[run_theirs])
-                    ratios.append(times[run_ours] / times[run_theirs])
+                    theirs.append(times["theirs"])
+                    ratios.append(times["ours"] / times["theirs"])
             peer_cell = (f"{statistics.median(theirs) * 1e3:.1f} ms" if bert else reason)
             ratio_cell = f"x{statistics.median(ratios):.2f}" if bert else "-"
             print(f"| {len(ids)} | {statistics.median(ours) * 1e3:.1f} ms | {peer_cell} | "

@@ -6,12 +6,13 @@ from unittest import mock
 
 import numpy as np
 import pytest
-import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
 
 from attn_core import MASKED_SCORE, attention, flash_attention, multi_head_attention, scores
 from attn_core.softmax import stable_softmax
+
+import reference as ref
 
 #: The module attn_core.attention (the package's name ``attention`` is the function).
 attention_module = importlib.import_module("attn_core.attention")

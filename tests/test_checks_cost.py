@@ -5,7 +5,6 @@ import math
 
 import numpy as np
 import pytest
-from reference import assert_not_yet, assert_unanswered, numbers_in
 
 from attn_core import (
     attention,
@@ -16,6 +15,8 @@ from attn_core import (
     score_matrix_cells,
 )
 from attn_core.checks import check_cells, check_relative_cost, check_running_max
+
+from reference import assert_not_yet, assert_unanswered, numbers_in
 
 # --- the notebook's table and the article's --------------------------------------------------
 

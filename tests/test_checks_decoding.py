@@ -3,9 +3,10 @@
 import math
 
 import numpy as np
-from reference import assert_not_yet, assert_unanswered, numbers_in
 
 from attn_core.checks.decoding import check_decode_row, check_kv_cache_bytes, check_longest_context
+
+from reference import assert_not_yet, assert_unanswered, numbers_in
 
 SHAPE = {"layers": 40, "heads": 40, "d_head": 128}
 

@@ -2,10 +2,11 @@
 
 import numpy as np
 import pytest
-import reference as ref
 
 from attn_core.checks import learning as L
 from attn_core.training import init_gradient_norms
+
+import reference as ref
 
 
 def loop_softmax_backward(p, g):

@@ -5,7 +5,6 @@ import math
 
 import numpy as np
 import pytest
-from reference import assert_not_yet, assert_unanswered, numbers_in
 
 from attn_core import examples, multi_head_attention, split_heads
 from attn_core.checks import (
@@ -14,6 +13,8 @@ from attn_core.checks import (
     check_valid_head_counts,
     check_weights_shape,
 )
+
+from reference import assert_not_yet, assert_unanswered, numbers_in
 
 # --- independent references ---------------------------------------------------------------
 

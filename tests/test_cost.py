@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,6 +16,8 @@ from attn_core import (
     score_matrix_cells,
 )
 from attn_core import cost as cost_module
+
+import reference as ref
 
 SEED = 20240606
 

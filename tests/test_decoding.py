@@ -2,11 +2,12 @@
 
 import numpy as np
 import pytest
-import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
 
 from attn_core.decoding import KVCache, append_kv, decode_sequence, decode_step, empty_cache
+
+import reference as ref
 
 SEED = 20240613
 

@@ -6,11 +6,12 @@ import math
 
 import numpy as np
 import pytest
-import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
 
 from attn_core import examples as ex
+
+import reference as ref
 
 SEED = 20240607
 

@@ -3,11 +3,12 @@
 
 import numpy as np
 import pytest
-import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
 
 from attn_core import DEFAULT_BLOCK_SIZE, attention, flash_attention, flash_attention_steps
+
+import reference as ref
 
 SEED = 20240605
 

@@ -7,7 +7,6 @@ at a time from the forward functions alone.
 
 import numpy as np
 import pytest
-import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,6 +18,8 @@ from attn_core import (
     softmax,
     softmax_backward,
 )
+
+import reference as ref
 
 EPS = 1e-6
 FD_TOL = {"rtol": 1e-5, "atol": 1e-7}

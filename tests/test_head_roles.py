@@ -5,10 +5,11 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from reference import assert_clear_error
 
 from attn_core.model import head_roles as hr
 from attn_core.softmax import softmax
+
+from reference import assert_clear_error
 
 
 def random_weights(seed, shape):

@@ -113,8 +113,11 @@ def test_maths_model_and_figures_never_print(path):
                    for node in ast.walk(tree))
 
 
+#: What the explorers share (the base class, the argument checks); every other module of
+#: attn_core/explorers is one explorer.
+EXPLORER_SUPPORT = ("__init__", "base", "arguments")
 EXPLORERS = sorted(p for p in (PACKAGE / "explorers").glob("*.py")
-                   if p.stem not in ("__init__", "base"))
+                   if p.stem not in EXPLORER_SUPPORT)
 
 
 @pytest.mark.parametrize("path", EXPLORERS, ids=_name)

@@ -3,11 +3,12 @@
 
 import numpy as np
 import pytest
-import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
 
 from attn_core import attention, causal_mask, padding_mask, window_mask
+
+import reference as ref
 
 SEED = 20240603
 

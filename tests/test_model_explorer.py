@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from attn_core import figures
 from attn_core.explorers import model as mx
 from attn_core.explorers import read_tables
 from attn_core.model import pretrained
@@ -278,6 +279,61 @@ def test_a_bad_sentence_shows_the_error_and_keeps_the_last_good_state(ex, bad, m
     assert_model_equal(ex.shown()["weights"], load_model().run(SENTENCE).attentions[3, 2])
 
 
+def _fail_explorer_panels(monkeypatch, ex):
+    def failing(*args, **kwargs):
+        raise RuntimeError("injected failure")
+    monkeypatch.setattr(figures, "explorer_panels", failing)
+
+
+def _fail_update_for_a_new_sentence(monkeypatch, ex):
+    original, n_old = figures.update_explorer_panels, ex.run.n
+
+    def failing(artists, attentions, *args, **kwargs):
+        if attentions.shape[-1] != n_old:
+            raise RuntimeError("injected failure")
+        return original(artists, attentions, *args, **kwargs)
+    monkeypatch.setattr(figures, "update_explorer_panels", failing)
+
+
+def _fail_readout_for_a_new_sentence(monkeypatch, ex):
+    original, old = ex._readout, ex.run
+
+    def failing(run, *args):
+        if run is not old:
+            raise RuntimeError("injected failure")
+        return original(run, *args)
+    monkeypatch.setattr(ex, "_readout", failing)
+
+
+@pytest.mark.parametrize("inject", [_fail_explorer_panels, _fail_update_for_a_new_sentence,
+                                    _fail_readout_for_a_new_sentence],
+                         ids=["building-the-figure", "updating-the-figure", "the-readout"])
+def test_a_new_sentence_whose_update_fails_changes_nothing(ex, reference, monkeypatch, inject):
+    """Issue 16, edge 2: an update happens whole or not at all. A failure anywhere in
+    showing a new sentence leaves the last good sentence, figure, menu and read-out; the
+    sliders keep working on it; and once the cause is gone the same text runs."""
+    c = ex.controls
+    c["layer"].value, c["head"].value = 4, 2
+    before, png, options = ex.shown(), ex.png, c["query"].options
+    inject(monkeypatch, ex)
+    with pytest.raises(RuntimeError, match="injected failure"):
+        c["sentence"].value = NO_REPEAT  # a model-side failure is raised, and shown
+    assert len(ex.errors) == 1 and "injected failure" in ex.error_box.value
+    after = ex.shown()
+    assert after["sentence"] == SENTENCE and ex.run is not None
+    assert ex.png == png and c["query"].options == options
+    for key, value in before.items():
+        if key != "forward_ms":
+            np.testing.assert_equal(after[key], value, err_msg=key)
+    c["head"].value = 3  # a slider move works on the last good sentence, and clears the box
+    assert ex.error_box.layout.display == "none"
+    assert_model_equal(ex.shown()["weights"], reference[SENTENCE].attentions[3, 2])
+    monkeypatch.undo()
+    c["run"].click()  # the same text again: run now, not ignored as already shown
+    assert ex.shown()["sentence"] == NO_REPEAT and len(ex.errors) == 1
+    assert_model_equal(ex.shown()["weights"], reference[NO_REPEAT].attentions[3, 2])
+
+
 def test_a_missing_model_package_raises_with_the_install_command(monkeypatch):
     monkeypatch.setattr(pretrained, "PACKAGE", "gt_model_package_that_is_not_installed")
     monkeypatch.setattr(pretrained, "load_model", lambda: pretrained.model_dir())
@@ -292,12 +348,20 @@ def test_a_missing_model_package_raises_with_the_install_command(monkeypatch):
     ({"head": 13}, ValueError, "head must be from 1 to 12"),
     ({"head": 2.0}, TypeError, "head must be an int"),
     ({"query": 3}, TypeError, "query must be a word piece"),
+    ({"query": "zebra"}, ValueError, "query 'zebra' is not a word piece of the sentence; its "
+                                     "pieces are '\\[CLS\\]', 'the', 'animal'"),
     ({"sentence": ""}, ValueError, "at least one word"),
     ({"sentence": None}, TypeError, "sentence must be a str"),
 ])
 def test_the_factory_refuses_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):
         mx.model_explorer(**kwargs)
+
+
+def test_the_default_query_is_it_or_the_first_real_piece(reference):
+    assert mx.model_explorer(SENTENCE).controls["query"].value == reference[SENTENCE].index("it")
+    assert mx.model_explorer(NO_REPEAT).controls["query"].value == 1  # no "it": "dogs"
+    assert mx.model_explorer(NO_REPEAT, query="BARK").controls["query"].value == 2
 
 
 # --- the widget itself ----------------------------------------------------------------------

@@ -4,11 +4,12 @@ import re
 
 import numpy as np
 import pytest
-import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
 
 from attn_core import attention, merge_heads, multi_head_attention, split_heads
+
+import reference as ref
 
 SEED = 20240604
 

@@ -10,7 +10,6 @@ import warnings
 
 import numpy as np
 import pytest
-import reference as ref
 
 from attn_core import (
     attention,
@@ -22,6 +21,8 @@ from attn_core import (
     softmax_jacobian,
     split_heads,
 )
+
+import reference as ref
 
 DTYPES = [np.float16, np.float32, np.float64, np.int64]
 

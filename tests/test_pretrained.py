@@ -37,11 +37,8 @@ from attn_core.model.encoder import (
     embed,
     encoder_forward,
     encoder_layer,
-    gelu,
-    l2_normalize,
-    layer_norm,
-    mean_pool,
 )
+from attn_core.model.layers import gelu, l2_normalize, layer_norm, mean_pool
 from attn_core.model.pretrained import (
     MODEL_FILES_SHA256,
     ModelFilesError,
@@ -51,6 +48,7 @@ from attn_core.model.pretrained import (
     model_dir,
     verify_file,
 )
+
 from reference import FAST, PROPERTY, assert_clear_error, matmul, softmax_row
 
 F64 = {"rtol": 1e-9, "atol": 1e-9}  # float64 vs the float64 loop reference
@@ -405,7 +403,8 @@ TINY = _tiny_weights()  # vocab 8, 16 positions, 2 token types, d 4
     (lambda: mean_pool(np.ones((3, 4)), [0, 0, 0]), ValueError,
      r"attention_mask must keep at least one token"),
 ], ids=["id-too-big", "id-negative", "float-ids", "no-positions", "mask-shape", "mask-value-2",
-        "mask-value-half", "mask-none", "mask-zero-row", "too-many-positions", "type-too-big", "type-shape",
+        "mask-value-half", "mask-none", "mask-zero-row", "too-many-positions", "type-too-big",
+        "type-shape",
         "gamma-shape", "beta-shape", "nan", "str", "zero-vector", "pool-mask-shape",
         "pool-mask-zero"])
 def test_bad_input_gives_a_clear_error(call, exc, pattern):
@@ -624,7 +623,8 @@ def test_run_batch_pads_and_matches_single_runs(model):
     (lambda m: m.tokenize(b"bytes"), TypeError, r"text must be a str, got bytes"),
     (lambda m: m.run("word " * 511), ValueError,
      r"text has 513 word pieces; this model reads at most 512"),
-    (lambda m: m.run_batch("one string"), TypeError, r"texts must be a list of strings, got a single str"),
+    (lambda m: m.run_batch("one string"), TypeError,
+     r"texts must be a list of strings, got a single str"),
     (lambda m: m.run_batch([]), ValueError, r"texts must hold at least one sentence"),
     (lambda m: m.run_batch(3), TypeError, r"texts must be a list of strings, got int"),
     (lambda m: m.run_batch(["fine", ""]), ValueError, r"text must contain at least one word"),

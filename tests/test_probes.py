@@ -5,7 +5,6 @@ import math
 
 import numpy as np
 import pytest
-import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,6 +18,8 @@ from attn_core.model.probes import (
     weights_on,
     with_positions,
 )
+
+import reference as ref
 
 SEED = 20240611
 

@@ -3,12 +3,13 @@
 
 import numpy as np
 import pytest
-import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from attn_core import softmax, softmax_jacobian
+
+import reference as ref
 
 SEED = 20240601
 

@@ -179,9 +179,8 @@ def test_mathematics_is_typeset_by_the_local_mathjax(site, pages):
 
 def test_a_page_renders_offline_in_a_browser(site, requires_browser, tmp_path):
     """Open 04-scaling.html from disk, every http(s) request refused; MathJax typesets."""
-    from playwright.sync_api import sync_playwright
-
     from conftest import CHROMIUM_ARGS, SCREENSHOTS
+    from playwright.sync_api import sync_playwright
 
     page_path = site / "04-scaling.html"
     if not page_path.exists():

@@ -10,7 +10,6 @@
 
 import numpy as np
 import pytest
-import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -23,6 +22,8 @@ from attn_core.training import (
     sinusoidal_positions,
     train,
 )
+
+import reference as ref
 
 
 def model(task, seed, d_k=4, positions=None):

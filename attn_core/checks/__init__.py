@@ -5,8 +5,19 @@ its message and is truthy when the answer is right. The expected answers are com
 the maths modules from the exercise's inputs, never typed in.
 """
 
-from . import (cost, masking, multihead, pretrained, problem, qkv, recap, scaling, scores, softmax,
-               weighted_sum)
+from . import (
+    cost,
+    masking,
+    multihead,
+    pretrained,
+    problem,
+    qkv,
+    recap,
+    scaling,
+    scores,
+    softmax,
+    weighted_sum,
+)
 from ._base import Feedback, check_array, check_choice, check_number
 
 __all__ = ["Feedback", "check_array", "check_choice", "check_number"]

@@ -10,14 +10,13 @@ import numpy as np
 from .. import examples, figures
 from ..attention import attention
 from ..cost import median_time, score_matrix_bytes, score_matrix_cells
+from .arguments import check_option, check_seed
 from .base import STYLE, Explorer, _Canvas, _hide, _marker_dynamic, _row, _slider, _text_of
 
 __all__ = [
     "CostExplorer",
     "cost_explorer",
 ]
-
-# --- 6. cost ------------------------------------------------------------------------------
 
 COST_LENGTHS = tuple(2 ** p for p in range(4, 18))  # 16 ... 131072
 COST_DTYPES = ("float16", "float32", "float64")
@@ -40,6 +39,11 @@ class CostExplorer(Explorer):
     title = "cost"
 
     def __init__(self, n=512, dtype="float32", seed=examples.SEED):
+        n = check_option(n, "n", COST_LENGTHS)
+        if not isinstance(dtype, str) and dtype in (np.float16, np.float32, np.float64):
+            dtype = np.dtype(dtype).name  # np.float32 -> "float32"
+        dtype = check_option(dtype, "dtype", COST_DTYPES)
+        seed = check_seed(seed)
         super().__init__()
         self.seed = seed
         self.times = {}  # (n, dtype) -> seconds, measured once

@@ -10,14 +10,13 @@ import numpy as np
 from .. import examples, figures
 from ..cost import attention_flops
 from ..multihead import multi_head_attention
+from .arguments import check_option, check_seed
 from .base import STYLE, Explorer, _Canvas, _row, _slider, _table, read_tables
 
 __all__ = [
     "HeadsExplorer",
     "heads_explorer",
 ]
-
-# --- 5. heads -----------------------------------------------------------------------------
 
 D_MODELS = (8, 12, 16, 24, 32, 64, 512)
 #: More heads than this would make each map too small to read; not offered.
@@ -53,6 +52,10 @@ class HeadsExplorer(Explorer):
     title = "heads"
 
     def __init__(self, d_model=64, h=4, seed=examples.SEED):
+        d_model = check_option(d_model, "d_model", D_MODELS)
+        h = check_option(h, "h", head_counts(d_model),
+                         f" (the divisors of d_model = {d_model}, up to {MAX_HEADS})")
+        seed = check_seed(seed)
         super().__init__()
         self.seed = seed
         self.tokens = list(examples.TOKENS)

@@ -8,6 +8,7 @@ import numpy as np
 from .. import examples, figures
 from ..attention import attention
 from ..masks import causal_mask, padding_mask, window_mask
+from .arguments import check_int, check_option, check_seed
 from .base import (
     STYLE,
     Explorer,
@@ -26,8 +27,6 @@ __all__ = [
     "mask_explorer",
 ]
 
-# --- 4. masks -----------------------------------------------------------------------------
-
 MASK_KINDS = ("none", "causal", "padding", "sliding window", "custom")
 
 
@@ -38,6 +37,9 @@ class MaskExplorer(Explorer):
     MAX_N = len(examples.TOKENS)
 
     def __init__(self, n=MAX_N, kind="causal", seed=examples.SEED):
+        n = check_int(n, "n", 1, self.MAX_N)
+        kind = check_option(kind, "kind", MASK_KINDS)
+        seed = check_seed(seed)
         super().__init__()
         self.q_all, self.k_all, self.v_all = examples.random_qkv(self.MAX_N, 4, seed=seed)
         c = self.controls

@@ -36,6 +36,7 @@ from .base import STYLE, Explorer, _Canvas, _row, _slider, _table, read_tables
 __all__ = ["ModelExplorer", "model_explorer", "piece_words", "role_table"]
 
 DEFAULT_SENTENCE = "The animal crossed the road because it was tired."
+DEFAULT_QUERY = "it"  # shown first when the sentence has it; else its first real piece
 #: Longest sentence the explorer shows (word pieces, [CLS] and [SEP] included): beyond
 #: this its labels would have to be thinned out. The model itself reads up to 512.
 MAX_PIECES = 64
@@ -160,14 +161,14 @@ class ModelExplorer(Explorer):
 
     title = "a real model"
 
-    def __init__(self, sentence=DEFAULT_SENTENCE, layer=1, head=1, query="it"):
+    def __init__(self, sentence=DEFAULT_SENTENCE, layer=1, head=1, query=None):
         super().__init__()
         self.model = pretrained.load_model()  # ModelFilesError when the package is missing
         self.layers, self.heads = self.model.layers, self.model.heads
         layer, head = figures.check_layer_head(layer, head, self.layers, self.heads)
-        if not isinstance(query, str):
+        if query is not None and not isinstance(query, str):
             raise TypeError(f"query must be a word piece (str), got {type(query).__name__}")
-        self.query_piece = query
+        self.query_piece = DEFAULT_QUERY if query is None else query
         self.model_runs = 0
         self._runs = OrderedDict()  # text -> SentenceRun, most recent last
         self._roles = {}  # text -> role_table(...)
@@ -183,7 +184,11 @@ class ModelExplorer(Explorer):
         c["query"] = W.Dropdown(description="query", style=STYLE,
                                 layout=W.Layout(width="200px"))
         self.readout = W.HTML()
-        self._set_run(self._run_for(sentence))  # a bad first sentence raises right here
+        run = self._run_for(sentence)  # a bad first sentence raises right here
+        if query is not None and query.lower() not in [p.lower() for p in run.pieces]:
+            raise ValueError(f"query {query!r} is not a word piece of the sentence; its pieces "
+                             f"are {', '.join(map(repr, run.pieces))}")
+        self._set_run(run)
         c["sentence"].observe(self._on_sentence, names="value")
         c["run"].on_click(self._on_sentence)
         self._watch("layer", "head", "query")
@@ -236,27 +241,41 @@ class ModelExplorer(Explorer):
         self._guard(self._show_run, run)
 
     def _show_run(self, run):
-        self._set_run(run)
-        self._update()
+        """Show a new sentence whole, or not at all: if anything fails on the way, the last
+        good sentence, figure, query menu and read-out are put back (and the error raised)."""
+        c = self.controls
+        saved = (self.run, self.canvas, self.panels, self._last_key, self.readout.value,
+                 c["query"].options, c["query"].value)
+        try:
+            self._set_run(run)
+            self._update()
+        except Exception:
+            (self.run, self.canvas, self.panels, self._last_key, self.readout.value,
+             options, value) = saved
+            self._set_query_menu(options, value)
+            raise
 
     def _set_run(self, run):
-        """A new sentence: a new figure (new labels), new query options."""
-        old = self.run
-        self.run = run
-        self.canvas = _Canvas(figures.panels_layout(run.pieces).figsize, layout=None)
+        """A new sentence: a new figure (new labels), new query options. Everything new is
+        built before anything of the explorer changes."""
         c = self.controls
-        keep = None if old is None else old.pieces[c["query"].value]
+        keep = None if self.run is None else self.run.pieces[c["query"].value]
         q = _default_query(run.pieces, keep, self.query_piece)
-        self.panels = figures.explorer_panels(run.attentions, run.pieces,
-                                              c["layer"].value, c["head"].value, q,
-                                              fig=self.canvas.figure)
-        self._busy = True
+        canvas = _Canvas(figures.panels_layout(run.pieces).figsize, layout=None)
+        panels = figures.explorer_panels(run.attentions, run.pieces, c["layer"].value,
+                                         c["head"].value, q, fig=canvas.figure)
+        options = _query_options(run.pieces)
+        self.run, self.canvas, self.panels = run, canvas, panels
+        self._set_query_menu(options, q)
+        self._last_key = None
+
+    def _set_query_menu(self, options, value):
+        self._busy = True  # the explorer's own change: no update
         try:
-            c["query"].options = _query_options(run.pieces)
-            c["query"].value = q
+            self.controls["query"].options = options
+            self.controls["query"].value = value
         finally:
             self._busy = False
-        self._last_key = None
 
     # slider moves: only redraw
     def _update(self):
@@ -348,7 +367,7 @@ class ModelExplorer(Explorer):
             r'<tr><th[^>]*>([^<]*)</th><td class="v"', block)]
 
 
-def model_explorer(sentence=DEFAULT_SENTENCE, layer=1, head=1, query="it"):
+def model_explorer(sentence=DEFAULT_SENTENCE, layer=1, head=1, query=None):
     """A real model's attention: type a sentence, pick a layer, a head and a query piece.
 
     Parameters
@@ -357,9 +376,11 @@ def model_explorer(sentence=DEFAULT_SENTENCE, layer=1, head=1, query="it"):
         Run through all-MiniLM-L6-v2 once (at most ``MAX_PIECES`` word pieces).
     layer, head : int
         1-based: layers 1 to 6, heads 1 to 12.
-    query : str
-        The query piece shown first (its first occurrence); the first real piece if the
-        sentence does not contain it.
+    query : str, optional
+        The query piece shown first (its first occurrence), which must be a piece of the
+        sentence. Default: ``"it"`` if the sentence has it, else its first real piece.
+        (A sentence typed later keeps the current piece if it has it, else falls back the
+        same way.)
 
     Returns
     -------
@@ -371,6 +392,7 @@ def model_explorer(sentence=DEFAULT_SENTENCE, layer=1, head=1, query="it"):
     attn_core.model.pretrained.ModelFilesError
         If the model's package is not installed (the message says how to install it).
     ValueError
-        For an empty or too long sentence, or a layer or head out of range.
+        For an empty or too long sentence, a layer or head out of range, or a query
+        that is not a piece of the sentence.
     """
     return ModelExplorer(sentence, layer, head, query)

@@ -10,6 +10,7 @@ import numpy as np
 from .. import examples, figures
 from ..attention import scores
 from ..softmax import softmax, softmax_jacobian
+from .arguments import check_int, check_option, check_seed
 from .base import (
     STYLE,
     Explorer,
@@ -27,9 +28,8 @@ __all__ = [
     "scaling_explorer",
 ]
 
-# --- 2. scaling ---------------------------------------------------------------------------
-
 D_K_STEPS = tuple(2 ** p for p in range(11))  # 1, 2, 4, ..., 1024
+N_RANGE = (2, 128)  # tokens: at least a pair to spread, at most a readable row of bars
 
 
 class ScalingExplorer(Explorer):
@@ -38,6 +38,9 @@ class ScalingExplorer(Explorer):
     title = "scaling"
 
     def __init__(self, n=16, seed=examples.SEED, d_k=64):
+        n = check_int(n, "n", *N_RANGE)
+        seed = check_seed(seed)
+        d_k = check_option(d_k, "d_k", D_K_STEPS)
         super().__init__()
         self.n = n
         self.stats = {}

@@ -6,7 +6,9 @@ import ipywidgets as W
 import numpy as np
 
 from .. import examples, figures
+from .._validate import as_float_array
 from ..softmax import softmax
+from .arguments import check_in_range, check_number
 from .base import (
     STYLE,
     Explorer,
@@ -25,18 +27,21 @@ __all__ = [
     "softmax_explorer",
 ]
 
-# --- 3. softmax ---------------------------------------------------------------------------
-
 
 class SoftmaxExplorer(Explorer):
     """A row of scores and a temperature: the weights as bars, and their sum."""
 
     title = "softmax"
     SCORE_RANGE = (-20.0, 20.0)
+    MAX_SCORES = 16
+    TEMPERATURE_EXPONENTS = (-1.5, 1.5)  # the slider: T from 10^-1.5 to 10^1.5
 
     def __init__(self, row=None, temperature=1.0):
+        row = self.check_row(examples.SMALL_SCORES if row is None else row)
+        lo, hi = self.TEMPERATURE_EXPONENTS
+        temperature = check_number(temperature, "temperature", 10 ** lo, 10 ** hi,
+                                   " (the slider's range)")
         super().__init__()
-        row = examples.SMALL_SCORES if row is None else np.asarray(row, dtype=float)
         self.n = len(row)
         c = self.controls
         boxes = []
@@ -46,7 +51,7 @@ class SoftmaxExplorer(Explorer):
                 description=f"x{i + 1}", style=STYLE, layout=W.Layout(width="110px"))
             boxes.append(c[f"score {i}"])
         c["temperature"] = _slider(W.FloatLogSlider, "temperature T (weights = softmax(x / T))",
-                                   value=temperature, base=10, min=-1.5, max=1.5, step=0.05,
+                                   value=temperature, base=10, min=lo, max=hi, step=0.05,
                                    readout_format=".3g")
         self._watch(*c)
         self.readout = W.HTML()
@@ -57,6 +62,16 @@ class SoftmaxExplorer(Explorer):
                                         xlabel="entry x_j of the score row", title="weights")
         _hide(*self.bars.value_texts)  # the numbers are in the table: text is slow to draw
         self._start(_row(*boxes), c["temperature"], self.image, self.readout)
+
+    @classmethod
+    def check_row(cls, row):
+        """``row`` as a float64 vector of 1 to ``MAX_SCORES`` entries in ``SCORE_RANGE``."""
+        row = as_float_array(row, "row", layout="(n,)")
+        if row.ndim != 1:
+            raise ValueError(f"row must be one row of scores, shape (n,), got shape {row.shape}")
+        if not 1 <= row.size <= cls.MAX_SCORES:
+            raise ValueError(f"row must hold 1 to {cls.MAX_SCORES} scores, got {row.size}")
+        return np.array(check_in_range(row, "row", cls.SCORE_RANGE, "the explorer"))
 
     def _update(self):
         row = np.array([self.controls[f"score {i}"].value for i in range(self.n)])
@@ -84,6 +99,13 @@ class SoftmaxExplorer(Explorer):
 
 def softmax_explorer(row=None, temperature=1.0):
     """Edit a row of scores and the temperature; see the weights (bars) and that they sum to 1.
+
+    Parameters
+    ----------
+    row : (n,) array_like, optional
+        1 to 16 scores from -20 to 20 (default: ``examples.SMALL_SCORES``).
+    temperature : float, optional
+        From 10^-1.5 (about 0.0316) to 10^1.5 (about 31.6), the slider's range.
 
     Returns
     -------

@@ -12,14 +12,13 @@ from .. import examples, figures
 from ..attention import MASKED_SCORE, attention, scores
 from ..flash import flash_attention_steps
 from ..masks import causal_mask
+from .arguments import check_bool, check_option, check_seed
 from .base import STYLE, Explorer, _Canvas, _image_array, _row, _slider, _table, read_tables
 
 __all__ = [
     "TilingExplorer",
     "tiling_explorer",
 ]
-
-# --- 7. tiling ----------------------------------------------------------------------------
 
 BLOCK_SIZES = (1, 2, 3, 4, 5, 10)
 
@@ -30,6 +29,9 @@ class TilingExplorer(Explorer):
     title = "tiling"
 
     def __init__(self, block_size=4, causal=False, seed=examples.SEED):
+        block_size = check_option(block_size, "block_size", BLOCK_SIZES)
+        causal = check_bool(causal, "causal")
+        seed = check_seed(seed)
         super().__init__()
         self.tokens = list(examples.TOKENS)
         self.n = len(self.tokens)

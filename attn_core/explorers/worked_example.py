@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import examples, figures
 from ..attention import attention, scores
+from .arguments import check_matrix
 from .base import (
     HIDDEN_TEXT,
     STYLE,
@@ -28,8 +29,6 @@ __all__ = [
     "worked_example_lab",
 ]
 
-# --- 1. the worked example ----------------------------------------------------------------
-
 
 class WorkedExampleLab(Explorer):
     """The article's Q, K and V as editable grids, every intermediate, one cell explained."""
@@ -38,12 +37,11 @@ class WorkedExampleLab(Explorer):
     RESULTS = (("scores  Q Kᵀ", "scores"), ("scaled scores  Q Kᵀ / √d_k", "scaled"),
                ("weights  softmax(scaled)", "weights"), ("output  weights V", "output"))
     INPUT_RANGE = (-10.0, 10.0)
+    MAX_SIZE = 8  # rows and columns of each input: a grid of number boxes to read
 
     def __init__(self, q=None, k=None, v=None):
+        self.inputs = self.check_inputs(q, k, v)  # before anything is built
         super().__init__()
-        inputs = {"Q": examples.Q if q is None else q, "K": examples.K if k is None else k,
-                  "V": examples.V if v is None else v}
-        self.inputs = {name: np.array(m, dtype=float) for name, m in inputs.items()}
         self.n, self.d_k = self.inputs["Q"].shape
         self.d_v = self.inputs["V"].shape[1]
         self.tokens = list(examples.WORKED_TOKENS[: self.n]) if self.n <= 4 else [
@@ -86,6 +84,32 @@ class WorkedExampleLab(Explorer):
                                     highlight=[(0, 0)])
         picker = _row(c["matrix"], c["row"], c["col"], c["predict"], c["reveal"])
         self._start(_row(*grids), picker, self.arithmetic, self.tables, self.image)
+
+    @classmethod
+    def check_inputs(cls, q, k, v):
+        """Q, K, V as float64 copies (None: the article's), or a clear error.
+
+        The lab shows one token per row of Q and of K (its weights are ``n x n``), so Q
+        and K have the same number of rows, and V one row per key; every entry fits the
+        number boxes (``INPUT_RANGE``), every size the grid (``MAX_SIZE``).
+        """
+        given = {"q": (examples.Q if q is None else q, "(n, d_k)"),
+                 "k": (examples.K if k is None else k, "(n, d_k)"),
+                 "v": (examples.V if v is None else v, "(n, d_v)")}
+        m = {name: check_matrix(x, name, layout, cls.INPUT_RANGE, "the lab",
+                                max_rows=cls.MAX_SIZE, max_cols=cls.MAX_SIZE)
+             for name, (x, layout) in given.items()}
+        if m["q"].shape[0] != m["k"].shape[0]:
+            raise ValueError(
+                "q and k must have the same number of rows (the lab shows one token per "
+                f"row, its weights n x n), got {m['q'].shape[0]} (q) and {m['k'].shape[0]} (k)")
+        if m["q"].shape[1] != m["k"].shape[1]:
+            raise ValueError(f"q and k must have the same width d_k, got {m['q'].shape[1]} (q) "
+                             f"and {m['k'].shape[1]} (k)")
+        if m["v"].shape[0] != m["k"].shape[0]:
+            raise ValueError(f"v must have one row per key ({m['k'].shape[0]}), got "
+                             f"{m['v'].shape[0]}")
+        return {"Q": m["q"], "K": m["k"], "V": m["v"]}
 
     def _col_options(self, matrix):
         if matrix == "output":
@@ -192,8 +216,12 @@ def worked_example_lab(q=None, k=None, v=None):
 
     Parameters
     ----------
-    q, k, v : (n, d) array_like, optional
-        Default: the article's ``examples.Q``, ``examples.K`` and ``examples.V``.
+    q, k : (n, d_k) array_like, optional
+    v : (n, d_v) array_like, optional
+        Default: the article's ``examples.Q``, ``examples.K`` and ``examples.V``. The same
+        number of rows n in all three (one token per row), n, d_k, d_v at most 8, every
+        entry from -10 to 10 (the range of the number boxes); anything else is refused
+        with a ``ValueError``/``TypeError`` naming the argument.
 
     Returns
     -------

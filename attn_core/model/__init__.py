@@ -2,6 +2,8 @@
 
 * :mod:`attn_core.model.encoder`    -- a BERT-style encoder's forward pass (pure numpy,
   built on :func:`attn_core.multi_head_attention`)
+* :mod:`attn_core.model.layers`     -- its building blocks: layer norm, GELU, mean
+  pooling, L2 normalisation
 * :mod:`attn_core.model.pretrained` -- reads all-MiniLM-L6-v2's weights and tokenizer
   into that encoder (needs ``safetensors`` and ``tokenizers``)
 * :mod:`attn_core.model.head_roles` -- scores for recognisable head patterns (previous

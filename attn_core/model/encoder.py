@@ -1,4 +1,5 @@
-"""A BERT-style encoder's forward pass in numpy, built on :func:`multi_head_attention`.
+"""A BERT-style encoder's forward pass in numpy, built on :func:`multi_head_attention`
+and the building blocks of :mod:`attn_core.model.layers` (layer norm, GELU).
 
 Pure maths: the weights come in as arrays (see :mod:`attn_core.model.pretrained` for
 reading a real model's files) and nothing here reads files, prints or plots. Conventions are the
@@ -17,10 +18,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import erf
 
 from .._validate import as_float_array, check_positive_int
 from ..multihead import multi_head_attention
+from .layers import _attention_mask, gelu, layer_norm
 
 __all__ = [
     "EncoderOutput",
@@ -29,75 +30,7 @@ __all__ = [
     "embed",
     "encoder_forward",
     "encoder_layer",
-    "gelu",
-    "l2_normalize",
-    "layer_norm",
-    "mean_pool",
 ]
-
-def layer_norm(x, gamma, beta, eps=1e-12):
-    """Normalise each row to mean 0 and variance 1, then scale and shift it.
-
-    Parameters
-    ----------
-    x : (..., d) array_like
-        Rows to normalise.
-    gamma, beta : (d,) array_like
-        Learned scale and shift.
-    eps : float
-        Added to the variance before the square root (BERT uses 1e-12).
-
-    Returns
-    -------
-    y : (..., d) ndarray, same float dtype as ``x``
-
-    Notes
-    -----
-    .. math:: y = \\gamma \\odot \\frac{x - \\mu}{\\sqrt{\\sigma^2 + \\epsilon}} + \\beta
-
-    with the mean and (biased) variance taken over the last axis.
-
-    Examples
-    --------
-    >>> y = layer_norm(np.array([[1.0, 2.0, 3.0]]), np.ones(3), np.zeros(3))
-    >>> np.round(y, 4)
-    array([[-1.2247,  0.    ,  1.2247]])
-    """
-    x = as_float_array(x, "x", min_ndim=1, layout="(..., d)")
-    d = x.shape[-1]
-    gamma = _vector(gamma, "gamma", d)
-    beta = _vector(beta, "beta", d)
-    mu = x.mean(axis=-1, keepdims=True)  # (..., 1)
-    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)  # (..., 1)
-    return ((x - mu) / np.sqrt(var + eps) * gamma + beta).astype(x.dtype, copy=False)
-
-
-def gelu(x):
-    """The Gaussian error linear unit, exact form (with the error function).
-
-    Parameters
-    ----------
-    x : (...) array_like
-
-    Returns
-    -------
-    y : (...) ndarray, same float dtype as ``x``
-
-    Notes
-    -----
-    .. math:: \\mathrm{GELU}(x) = x \\, \\Phi(x) = \\frac{x}{2}\\left(1 +
-              \\mathrm{erf}\\!\\left(\\frac{x}{\\sqrt 2}\\right)\\right)
-
-    numpy has no ``erf``; :func:`scipy.special.erf` supplies it, vectorised (Python's
-    :func:`math.erf` element by element was the slowest part of the forward pass).
-
-    Examples
-    --------
-    >>> np.round(gelu(np.array([-1.0, 0.0, 1.0])), 4)
-    array([-0.1587,  0.    ,  0.8413])
-    """
-    x = as_float_array(x, "x")
-    return x * (0.5 * (1.0 + erf(x / x.dtype.type(math.sqrt(2.0)))))
 
 
 @dataclass(frozen=True)
@@ -166,13 +99,6 @@ class EncoderOutput:
         return self.hidden_states[..., -1, :, :]
 
 
-def _vector(v, name, d):
-    v = as_float_array(v, name, min_ndim=1, layout=f"({d},)")
-    if v.shape != (d,):
-        raise ValueError(f"{name} must have shape ({d},), got shape {v.shape}")
-    return v
-
-
 def _ids(ids, name, vocab):
     arr = np.asarray(ids)
     if arr.dtype.kind not in "iu":
@@ -235,7 +161,8 @@ def encoder_layer(x, layer, heads, mask=None, eps=1e-12):
     heads : int
         Number of attention heads (divides ``d``).
     mask : bool array_like broadcastable to (..., heads, n, n), optional
-        True where query ``i`` may attend to key ``j`` (e.g. ``padding_mask(...)[..., None, :, :]``).
+        True where query ``i`` may attend to key ``j``
+        (e.g. ``padding_mask(...)[..., None, :, :]``).
     eps : float
         Layer-norm epsilon.
 
@@ -310,76 +237,6 @@ def encoder_forward(weights, ids, attention_mask=None, token_type_ids=None):
         attentions.append(a)
     return EncoderOutput(hidden_states=np.stack(states, axis=-3),
                          attentions=np.stack(attentions, axis=-4))
-
-
-def _attention_mask(attention_mask, shape):
-    arr = np.asarray(attention_mask)
-    if arr.dtype == object:
-        raise TypeError("attention_mask must hold 0/1 or booleans, got objects "
-                        f"({attention_mask!r})")
-    if arr.shape != shape:
-        raise ValueError(f"attention_mask must have the shape of ids {shape}, got {arr.shape}")
-    if arr.dtype != bool:
-        if arr.dtype.kind not in "iuf" or not np.isin(arr, (0, 1)).all():
-            raise ValueError("attention_mask must hold only 0 and 1 (or False and True), "
-                             f"got values {np.unique(arr)[:5]}")
-        arr = arr.astype(bool)
-    if not arr.any(axis=-1).all():
-        raise ValueError("attention_mask must keep at least one token in every sentence, "
-                         "got a row of zeros")
-    return arr
-
-
-def mean_pool(hidden, attention_mask=None):
-    """Average the rows of real tokens (padding excluded): one vector per sentence.
-
-    Parameters
-    ----------
-    hidden : (..., n, d) array_like
-    attention_mask : (..., n) array_like of 0/1 or bool, optional
-
-    Returns
-    -------
-    pooled : (..., d) ndarray
-
-    Notes
-    -----
-    .. math:: e = \\frac{\\sum_i m_i h_i}{\\sum_i m_i}
-
-    Examples
-    --------
-    >>> mean_pool(np.array([[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]]), [1, 1, 0])
-    array([2., 3.])
-    """
-    hidden = as_float_array(hidden, "hidden", min_ndim=2)
-    if attention_mask is None:
-        return hidden.mean(axis=-2)
-    keep = _attention_mask(attention_mask, hidden.shape[:-1]).astype(hidden.dtype)
-    total = (hidden * keep[..., None]).sum(axis=-2)  # (..., d)
-    return total / keep.sum(axis=-1, keepdims=True)
-
-
-def l2_normalize(x):
-    """Scale each vector to length 1.
-
-    Parameters
-    ----------
-    x : (..., d) array_like, no all-zero vector
-
-    Returns
-    -------
-    (..., d) ndarray
-
-    Examples
-    --------
-    >>> l2_normalize(np.array([3.0, 4.0]))
-    array([0.6, 0.8])
-    """
-    x = as_float_array(x, "x", min_ndim=1, layout="(..., d)")
-    norm = np.linalg.norm(x, axis=-1, keepdims=True)
-    if (norm == 0).any():
-        raise ValueError("x must not contain an all-zero vector (it has no direction)")
-    return x / norm
 
 
 def _tiny_weights(d=4, d_ff=8, heads=2, layers=1, vocab=8, seed=0):

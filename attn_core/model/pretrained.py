@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .encoder import (EncoderWeights, LayerWeights, encoder_forward, l2_normalize,
-                      mean_pool)
+from .encoder import EncoderWeights, LayerWeights, encoder_forward
+from .layers import l2_normalize, mean_pool
 
 __all__ = [
     "MODEL_FILES_SHA256",
@@ -289,7 +289,8 @@ class PretrainedEncoder:
         try:
             texts = list(texts)
         except TypeError:
-            raise TypeError(f"texts must be a list of strings, got {type(texts).__name__}") from None
+            raise TypeError(
+                f"texts must be a list of strings, got {type(texts).__name__}") from None
         if not texts:
             raise ValueError("texts must hold at least one sentence, got none")
         rows = [self.tokenize(t)[1] for t in texts]
