@@ -188,7 +188,8 @@ def forward_section(torch, dtype, causal, rounds_scale, failures):
         st = rows[-1][1]
         best = min(FLASH_BLOCKS, key=lambda b: st[f"flash {b}"][0])
         print(f"  {np.dtype(dtype).name} causal={causal} n={n}: torch "
-              f"{st['torch'][0] * 1e3:.1f} ms, attention x{st['attention'][1]:.2f}, "
+              f"{st['torch'][0] * 1e3:.1f} ms, fast x{st['fast'][1]:.2f}, "
+              f"attention x{st['attention'][1]:.2f}, "
               f"flash {best} x{st[f'flash {best}'][1]:.2f}", flush=True)
     return rows
 
