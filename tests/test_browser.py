@@ -81,6 +81,7 @@ EXPLORERS = {
     "11-a-real-model.ipynb": [Explorer(
         "model_explorer(", ("layer", "head"),
         sentence="The trophy did not fit in the suitcase because it was too big.")],
+    "12-learning-attention.ipynb": [Explorer("training_explorer(", ("training step",))],
 }
 #: Key presses per slider (alternating direction at the ends): enough for a median and p95.
 PRESSES = 5
