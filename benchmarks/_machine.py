@@ -18,16 +18,19 @@ OPENBLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 THREAD_POOL_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_THREAD_TIMEOUT": "4"}
 
 
-def prepare_environment():
+def prepare_environment(omp_wait_policy="PASSIVE"):
     """Re-exec this script once with THREAD_POOL_ENV and without OPENBLAS_VARS.
 
     Both must be in place before numpy and torch load their thread pools. Returns what
-    OPENBLAS_VARS held before (for the report).
+    OPENBLAS_VARS held before (for the report). ``omp_wait_policy="unset"`` removes
+    OMP_WAIT_POLICY instead (libgomp's default: idle threads spin for a while).
     """
     if "ATTN_BENCH_REEXEC" not in os.environ:
         found = {name: os.environ[name] for name in OPENBLAS_VARS if name in os.environ}
         env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_VARS}
         env.update(THREAD_POOL_ENV, ATTN_BENCH_REEXEC=repr(found) if found else "none set")
+        if omp_wait_policy == "unset":
+            env.pop("OMP_WAIT_POLICY")
         import sys
         os.execve(sys.executable, [sys.executable, *sys.argv], env)
     return os.environ["ATTN_BENCH_REEXEC"]

@@ -3,20 +3,29 @@
 Sections (each prints a table; all of them go to benchmarks/RESULTS.md):
 
 1. forward time, float32 and float64, d = 64, one head, n = 256 ... 4096, without and with
-   a causal mask: attn_core.attention, attn_core.flash_attention (every block size in
-   FLASH_BLOCKS, the best reported), torch's scaled_dot_product_attention (CPU), the old
-   plain-numpy attention, and the two plain matrix products of the same shapes (the floor).
+   a causal mask: attn_core.fast.fast_attention, attn_core.attention,
+   attn_core.flash_attention (every block size in FLASH_BLOCKS, the best reported), torch's
+   scaled_dot_product_attention (CPU) on 4-D (1, 1, n, 64) tensors, which PyTorch sends to
+   its fused flash kernel (checked with torch._fused_sdp_choice: the script stops if it
+   picks another backend; 2-D and 3-D inputs go to the slower unfused "math" path), the
+   old plain-numpy attention, and the two plain matrix products of the same shapes (the
+   floor).
    Every contender runs once per round, in a rotating order, so that a burst of load from
    another process hits all of them alike; each cell is the median over the rounds, and each
    ratio is the median of the per-round ratios to PyTorch. 2 threads for everyone.
-2. levers: what in-place work, query blocks and the block size each bought, measured alone.
-3. peak memory (tracemalloc) of attention and flash_attention up to n = 16,384.
+2. levers: what fast_attention's thread pool, its skipped max pass and its block size each
+   bought, beside the old levers (in place, query blocks, flash tiles) and torch's 2-D call.
+3. peak memory (tracemalloc) of attention, flash_attention and fast_attention up to
+   n = 16,384.
 4. log-log slopes of time against n.
-5. with --course: nbval over the notebooks, `make test` and `make lab` from fresh clones,
+5. OMP_WAIT_POLICY: the goal sizes again in a child process with the variable unset
+   (PyTorch's OpenMP threads then spin while idle) beside the main run's PASSIVE.
+6. with --course: nbval over the notebooks, `make test` and `make lab` from fresh clones,
    the size of .venv (minutes; otherwise the last stored timings are shown, with their date).
 
-Run: ``.venv/bin/python benchmarks/bench_attention.py [--course] [--quick]`` (``make bench``).
-It is not a timed test: it prints and writes tables.
+Run on a quiet machine: ``.venv/bin/python benchmarks/bench_attention.py`` (``make bench``;
+about 10 minutes; ``--quick`` for a third of the rounds, ``--smoke`` to check it runs). It
+writes benchmarks/RESULTS.md. It is not a timed test: it prints and writes tables.
 """
 
 import argparse
@@ -25,7 +34,7 @@ import os
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _machine  # noqa: E402
 
-OVERRIDES = _machine.prepare_environment()  # re-execs this script once
+OVERRIDES = _machine.prepare_environment(  # re-execs this script once
+    "unset" if "unset" in sys.argv else "PASSIVE")
 
 import numpy as np  # noqa: E402
 
@@ -44,7 +54,11 @@ except ImportError:  # pragma: no cover - said once, clearly
     sys.exit("bench_attention.py needs threadpoolctl (pin it: threadpoolctl==3.7.0)")
 
 import _variants as var  # noqa: E402
+
 import attn_core  # noqa: E402
+from attn_core import fast as fast_module  # noqa: E402
+from attn_core.fast import fast_attention  # noqa: E402
+
 # the module itself: the package exports the function under the same name
 attention_module = sys.modules["attn_core.attention"]
 
@@ -52,7 +66,10 @@ THREADS = 2
 D = 64
 SIZES = (256, 512, 1024, 2048, 4096)
 GOAL_SIZES = (1024, 2048, 4096)
-FLASH_BLOCKS = (128, 256, 512, 1024)
+FLASH_BLOCKS = (256, 512, 1024)
+FAST_BLOCK_BYTES = (128 << 10, 512 << 10, 2 << 20, 8 << 20)
+#: torch._fused_sdp_choice's answer for its fused flash kernel (torch.nn.attention.SDPBackend)
+FUSED = 1
 BLOCK_BYTES_SWEEP = (256 << 10, 1 << 20, 4 << 20, 16 << 20)
 MEM_SIZES = (1024, 2048, 4096, 8192, 16384)
 ROUNDS = {256: 31, 512: 25, 1024: 15, 2048: 11, 4096: 9}
@@ -108,19 +125,37 @@ def with_block_bytes(nbytes, fn, *args, **kwargs):
         attention_module.BLOCK_BYTES = saved
 
 
-def forward_contenders(torch, q, k, v, causal):
-    n = q.shape[0]
-    mask = attn_core.causal_mask(n) if causal else None
+BACKENDS = set()
+
+
+def torch_sdpa(torch, q, k, v, causal, four_d=True):
+    """PyTorch's attention on (1, 1, n, d) tensors (its fused kernel), checked, as a callable."""
     tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
-    s, o = np.empty((n, n), q.dtype), np.empty((n, D), q.dtype)
+    if four_d:
+        tq, tk, tv = (t[None, None] for t in (tq, tk, tv))  # (n, d) -> (1, 1, n, d)
+        choice = int(torch._fused_sdp_choice(tq, tk, tv, is_causal=causal))
+        name = torch.nn.attention.SDPBackend(choice).name
+        if choice != FUSED:
+            sys.exit(f"PyTorch chose backend {choice} ({name}) for {tuple(tq.shape)} "
+                     f"{tq.dtype} causal={causal}, not its fused kernel ({FUSED}): the "
+                     "comparison would not be with PyTorch's fast path")
+        BACKENDS.add(f"{choice} ({name}) for {tq.dtype}, causal={causal}")
 
     def sdpa():
         with torch.no_grad():
-            return torch.nn.functional.scaled_dot_product_attention(
-                tq, tk, tv, is_causal=causal).numpy()
+            out = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+        return out.numpy().reshape(q.shape[0], v.shape[-1])  # (1, 1, n, d) -> (n, d)
 
+    return sdpa
+
+
+def forward_contenders(torch, q, k, v, causal):
+    n = q.shape[0]
+    mask = attn_core.causal_mask(n) if causal else None
+    s, o = np.empty((n, n), q.dtype), np.empty((n, D), q.dtype)
     c = {
-        "torch": sdpa,
+        "torch": torch_sdpa(torch, q, k, v, causal),
+        "fast": lambda: fast_attention(q, k, v, causal=causal),
         "attention": lambda: attn_core.attention(q, k, v, mask=mask)[0],
         "plain numpy (before)": lambda: var.before_attention(q, k, v, mask=mask)[0],
         "floor": lambda: var.floor_products(q, k, v, s, o),
@@ -153,38 +188,71 @@ def forward_section(torch, dtype, causal, rounds_scale, failures):
         st = rows[-1][1]
         best = min(FLASH_BLOCKS, key=lambda b: st[f"flash {b}"][0])
         print(f"  {np.dtype(dtype).name} causal={causal} n={n}: torch "
-              f"{st['torch'][0] * 1e3:.1f} ms, attention x{st['attention'][1]:.2f}, "
+              f"{st['torch'][0] * 1e3:.1f} ms, fast x{st['fast'][1]:.2f}, "
+              f"attention x{st['attention'][1]:.2f}, "
               f"flash {best} x{st[f'flash {best}'][1]:.2f}", flush=True)
     return rows
+
+
+def with_attr(module, name, value, fn):
+    """``fn()`` with ``module.name`` set to ``value`` for the call."""
+    saved = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        return fn()
+    finally:
+        setattr(module, name, saved)
+
+
+def lever_contenders(torch, q, k, v):
+    never_safe = {dt: 0.0 for dt in fast_module.SAFE_BOUND}
+    c = {
+        "torch": torch_sdpa(torch, q, k, v, False),
+        "torch, 2-D (n, d) input: unfused math path": torch_sdpa(torch, q, k, v, False,
+                                                                 four_d=False),
+        "0 plain numpy (before)": lambda: var.before_attention(q, k, v)[0],
+        "1 in place, whole matrix": lambda: var.inplace_attention(q, k, v)[0],
+        "2 attention: query blocks + in place (BLAS on 2 threads, exp on 1)":
+            lambda: attn_core.attention(q, k, v)[0],
+        "3 fast, 1 thread (one exp pass, sums from [V | 1])":
+            lambda: fast_attention(q, k, v, threads=1),
+        "4 fast, 2 threads, max shift always (no bound)": lambda: with_attr(
+            fast_module, "SAFE_BOUND", never_safe, lambda: fast_attention(q, k, v, threads=2)),
+        "5 fast, 2 threads (the default)": lambda: fast_attention(q, k, v, threads=2),
+        "6 fast, 4 threads on 2 cores": lambda: fast_attention(q, k, v, threads=4),
+    }
+    for nb in FAST_BLOCK_BYTES:
+        c[f"7 fast, 2 threads, blocks of {nb >> 10} KiB"] = (
+            lambda nb=nb: fast_attention(q, k, v, block_bytes=nb))
+    for b in (64, 512, 1024):
+        c[f"8 flash_attention, tiles {b}"] = (
+            lambda b=b: attn_core.flash_attention(q, k, v, block_size=b))
+    return c
 
 
 def lever_section(torch, rounds_scale, failures):
     rows = []
     for n in GOAL_SIZES:
         q, k, v = problem(n, np.float32)
-        tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
-
-        def sdpa():
-            with torch.no_grad():
-                return torch.nn.functional.scaled_dot_product_attention(tq, tk, tv).numpy()
-
-        c = {
-            "torch": sdpa,
-            "0 plain numpy (before)": lambda: var.before_attention(q, k, v)[0],
-            "1 in place, whole matrix": lambda: var.inplace_attention(q, k, v)[0],
-            "2 blocks, copying (4096 KiB)": lambda: var.blocked_copying(q, k, v)[0],
-        }
-        for nb in BLOCK_BYTES_SWEEP:
-            c[f"3 blocks + in place ({nb >> 10} KiB)"] = (
-                lambda nb=nb: with_block_bytes(nb, attn_core.attention, q, k, v)[0])
-        c["flash before, block 64"] = lambda: var.before_flash(q, k, v, 64)
-        c["flash before, block 512"] = lambda: var.before_flash(q, k, v, 512)
-        c["flash now, block 64"] = lambda: attn_core.flash_attention(q, k, v, block_size=64)
-        c["flash now, block 512"] = lambda: attn_core.flash_attention(q, k, v, block_size=512)
+        c = lever_contenders(torch, q, k, v)
         times, outputs = interleaved(c, max(3, int(ROUNDS[n] * rounds_scale)))
         check(outputs, q, k, v, None, failures, f"levers n={n}")
         rows.append((n, summary(times)))
         print(f"  levers n={n} done", flush=True)
+    return rows
+
+
+def goal_only(torch, rounds_scale, failures):
+    """float32, no mask, the goal sizes: torch, fast_attention, attention (section 5's runs)."""
+    rows = []
+    for n in GOAL_SIZES:
+        q, k, v = problem(n, np.float32)
+        c = {"torch": torch_sdpa(torch, q, k, v, False),
+             "fast": lambda q=q, k=k, v=v: fast_attention(q, k, v),
+             "attention": lambda q=q, k=k, v=v: attn_core.attention(q, k, v)[0]}
+        times, outputs = interleaved(c, max(3, int(ROUNDS[n] * rounds_scale)))
+        check(outputs, q, k, v, None, failures, f"wait policy n={n}")
+        rows.append((n, {name: list(st) for name, st in summary(times).items()}))
     return rows
 
 
@@ -195,9 +263,10 @@ def memory_section(dtype, block):
         full = attn_core.score_matrix_bytes(n, dtype=np.dtype(dtype).name)
         attn = attn_core.peak_memory(attn_core.attention, q, k, v)
         flash = attn_core.peak_memory(attn_core.flash_attention, q, k, v, block_size=block)
-        rows.append((n, full, attn, flash))
+        fast = attn_core.peak_memory(fast_attention, q, k, v)
+        rows.append((n, full, attn, flash, fast))
         print(f"  memory {np.dtype(dtype).name} n={n}: attention {attn / 2**20:.1f} MiB, "
-              f"flash {flash / 2**20:.2f} MiB", flush=True)
+              f"flash {flash / 2**20:.2f} MiB, fast {fast / 2**20:.2f} MiB", flush=True)
     return rows
 
 
@@ -267,7 +336,7 @@ def course_section():
     import shutil
     import tempfile
     work = Path(tempfile.mkdtemp(prefix="attn-bench-course-"))
-    result = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    result = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
               "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                                        capture_output=True, text=True).stdout.strip()}
     with _machine.LoadMeter() as meter:
@@ -310,13 +379,15 @@ def best_flash(stats):
 
 
 def forward_table(rows):
-    lines = ["| n | torch ms (spread) | attention ms (x torch) | flash ms, best block (x torch) | "
-             "plain numpy before (x torch) | floor: 2 products (x torch) |",
-             "|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| n | torch fused ms (spread) | fast_attention ms (x torch) | attention ms (x torch) "
+             "| flash ms, best block (x torch) | plain numpy before (x torch) "
+             "| floor: 2 products (x torch) |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
     for n, st in rows:
         b, fl = best_flash(st)
         lines.append(
             f"| {n} | {ms(st['torch'][0])} ({100 * st['torch'][2]:.0f}%) | "
+            f"{ms(st['fast'][0])} (x{st['fast'][1]:.2f}) | "
             f"{ms(st['attention'][0])} (x{st['attention'][1]:.2f}) | "
             f"{ms(fl[0])}, {b} (x{fl[1]:.2f}) | "
             f"{ms(st['plain numpy (before)'][0])} (x{st['plain numpy (before)'][1]:.2f}) | "
@@ -338,11 +409,12 @@ def lever_table(rows):
 def memory_table(rows, dtype, block):
     lines = [f"{np.dtype(dtype).name}, flash_attention block_size = {block}:", "",
              "| n | full score matrix | attention peak | flash_attention peak "
-             "| flash / attention |",
-             "|---:|---:|---:|---:|---:|"]
-    for n, full, attn, flash in rows:
+             "| flash / attention | fast_attention peak | fast / attention |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    for n, full, attn, flash, fast in rows:
         lines.append(f"| {n} | {full / 2**20:.1f} MiB | {attn / 2**20:.1f} MiB | "
-                     f"{flash / 2**20:.2f} MiB | {100 * flash / attn:.2f}% |")
+                     f"{flash / 2**20:.2f} MiB | {100 * flash / attn:.2f}% | "
+                     f"{fast / 2**20:.2f} MiB | {100 * fast / attn:.2f}% |")
     return lines
 
 
@@ -351,10 +423,9 @@ def slope_lines(all_rows):
              "|---|---|---:|---:|"]
     for label, rows in all_rows.items():
         ns = [n for n, _ in rows]
-        for name in ("attention", "flash (best block)", "torch", "floor"):
-            def t(st):
-                return best_flash(st)[1][0] if name.startswith("flash") else st[name][0]
-            ys = [t(st) for _, st in rows]
+        for name in ("fast", "attention", "flash (best block)", "torch", "floor"):
+            ys = [best_flash(st)[1][0] if name.startswith("flash") else st[name][0]
+                  for _, st in rows]
             big = [(n, y) for n, y in zip(ns, ys) if n >= 1024]
             lines.append(f"| {label} | {name} | {attn_core.loglog_slope(ns, ys):.2f} | "
                          f"{attn_core.loglog_slope(*zip(*big)):.2f} |")
@@ -363,21 +434,29 @@ def slope_lines(all_rows):
 
 def goal_lines(all_rows, mem_rows):
     lines = []
-    rows = dict(all_rows["float32, no mask"])
-    for n in GOAL_SIZES:
-        st = rows[n]
-        b, fl = best_flash(st)
-        name, (_, ratio, _) = min(("attention", st["attention"]), (f"flash_attention({b})", fl),
-                                  key=lambda x: x[1][1])
-        verdict = "met" if ratio <= GOAL_RATIO else f"missed by x{ratio / GOAL_RATIO:.2f}"
-        lines.append(f"- n = {n}: fastest exact path {name} at x{ratio:.2f} of PyTorch "
-                     f"(goal <= x{GOAL_RATIO}): {verdict}")
+    for label in all_rows:
+        rows = dict(all_rows[label])
+        for n in GOAL_SIZES:
+            st = rows[n]
+            b, fl = best_flash(st)
+            name, (_, ratio, _) = min(
+                ("fast_attention", st["fast"]), ("attention", st["attention"]),
+                (f"flash_attention({b})", fl), key=lambda x: x[1][1])
+            verdict = "met" if ratio <= GOAL_RATIO else f"missed by x{ratio / GOAL_RATIO:.2f}"
+            goal = "goal" if label == "float32, no mask" else "reported; goal set for float32"
+            lines.append(f"- {label}, n = {n}: fastest exact path {name} at x{ratio:.2f} of "
+                         f"PyTorch's fused kernel ({goal} <= x{GOAL_RATIO}): {verdict}")
     for dtype, (rows_mem, _) in mem_rows.items():
-        for n, _full, attn, flash in rows_mem:
+        for n, _full, attn, flash, _fast in rows_mem:
             if n == 8192:
                 share = flash / attn
                 lines.append(f"- {dtype} n = 8192: flash_attention peak is {100 * share:.2f}% of "
                              f"attention's (goal <= 5%): {'met' if share <= 0.05 else 'missed'}")
+    best = {best_flash(dict(rws)[n])[0] for rws in all_rows.values() for n in GOAL_SIZES}
+    lines.append(f"- flash_attention's fastest tile at n = 1024..4096 (every dtype and mask): "
+                 f"{', '.join(map(str, sorted(best)))}; its default DEFAULT_BLOCK_SIZE is "
+                 f"{attn_core.DEFAULT_BLOCK_SIZE} (memory at n = 8192 is measured with the tile "
+                 "that was fastest at 4096, section 3)")
     for label, rws in all_rows.items():
         n, st = rws[-1]
         b, fl = best_flash(st)
@@ -385,6 +464,37 @@ def goal_lines(all_rows, mem_rows):
         lines.append(f"- {label}, n = {n}: flash_attention ({b}) takes x{ratio:.2f} the time of "
                      f"attention (goal <= x1, 'no slower'): {'met' if ratio <= 1.0 else 'missed'}")
     return lines
+
+
+def wait_policy_lines(runs):
+    """Section 5: the goal sizes with OMP_WAIT_POLICY=PASSIVE and with it unset."""
+    if not runs:
+        return ["Not measured in this run (--smoke)."]
+    lines = ["| OMP_WAIT_POLICY | n | torch fused ms | fast_attention ms (x torch) "
+             "| attention ms (x torch) | load meanwhile |", "|---|---:|---:|---:|---:|---|"]
+    for policy, (rows, load) in runs.items():
+        for n, st in rows:
+            lines.append(f"| {policy} | {n} | {ms(st['torch'][0])} | {ms(st['fast'][0])} "
+                         f"(x{st['fast'][1]:.2f}) | {ms(st['attention'][0])} "
+                         f"(x{st['attention'][1]:.2f}) | {load} |")
+    return lines + [
+        "", "PASSIVE makes idle OpenMP threads sleep at once; unset, libgomp lets them spin "
+        "for a while, which wakes PyTorch's threads faster on a quiet machine but takes a "
+        "core from everything else on a busy one. The main tables use PASSIVE (see "
+        "benchmarks/_machine.py); this section shows what the choice does to the ratios."]
+
+
+def run_wait_policy_child(policy, args):
+    """Run this script's goal-only mode in a child with OMP_WAIT_POLICY=policy (or unset)."""
+    import tempfile
+    out = Path(tempfile.mkstemp(suffix=".json", prefix="attn-bench-")[1])
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--goal-only", str(out),
+           "--omp-wait-policy", policy] + (["--quick"] if args.quick else [])
+    env = {k: v for k, v in os.environ.items() if k != "ATTN_BENCH_REEXEC"}
+    subprocess.run(cmd, env=env, check=True, timeout=1800)
+    data = json.loads(out.read_text())
+    out.unlink()
+    return [(n, {k: tuple(v) for k, v in st.items()}) for n, st in data["rows"]], data["load"]
 
 
 def course_lines(course):
@@ -420,6 +530,10 @@ def main():
     ap.add_argument("--no-write", action="store_true", help="print only, keep RESULTS.md")
     ap.add_argument("--smoke", action="store_true",
                     help="3 rounds, memory up to 8192: checks that the script runs")
+    ap.add_argument("--omp-wait-policy", default="PASSIVE", choices=("PASSIVE", "unset"),
+                    help="OMP_WAIT_POLICY for this process (default PASSIVE)")
+    ap.add_argument("--goal-only", metavar="JSON",
+                    help="(internal) time the goal sizes only and write them to JSON")
     args = ap.parse_args()
     global MEM_SIZES
     if args.smoke:
@@ -431,7 +545,12 @@ def main():
     torch.set_num_threads(THREADS)
     scale = 0.0 if args.smoke else 1 / 3 if args.quick else 1.0
     failures = []
-    started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    if args.goal_only:
+        with threadpool_limits(limits=THREADS), _machine.LoadMeter() as m:
+            rows = goal_only(torch, scale, failures)
+        Path(args.goal_only).write_text(json.dumps({"rows": rows, "load": m.summary()}))
+        return 1 if failures else 0
+    started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     with threadpool_limits(limits=THREADS):
         info = threadpool_info()
         sections = {}
@@ -452,6 +571,12 @@ def main():
                 block = best_flash(dict(all_rows[label])[4096])[0]
                 mem_rows[np.dtype(dtype).name] = (memory_section(dtype, block), block)
         sections["memory"] = m
+    waits = {}
+    if not args.smoke:
+        with threadpool_limits(limits=THREADS), _machine.LoadMeter() as m:
+            rows = goal_only(torch, scale, failures)
+        waits["PASSIVE"] = rows, m.summary()
+        waits["unset (libgomp's default)"] = run_wait_policy_child("unset", args)
     course = course_section() if args.course else (
         json.loads(COURSE_JSON.read_text()) if COURSE_JSON.exists() else None)
 
@@ -459,16 +584,20 @@ def main():
           f"Generated by `benchmarks/bench_attention.py{' --course' if args.course else ''}` "
           f"on {started}. Do not edit by hand.", "", "## Machine", "",
           *_machine.describe(info, OVERRIDES), "",
-          "Load during each section (other processes' share of the machine shows how noisy it was):", ""]
+          "Load during each section (other processes' share of the machine shows how noisy "
+          "it was):", ""]
     md += [f"- {name}: {m.summary()}" for name, m in sections.items()]
     md += ["", "Each cell is the median over interleaved rounds (every contender once per round, "
            "in a rotating order); `x` is the median of the per-round ratios to PyTorch in the same "
            "round; `spread` is torch's interquartile range over its median, a measure of the "
-           "noise.",
+           "noise.", "",
+           "PyTorch is called with 4-D `(1, 1, n, 64)` tensors; the backend it chose "
+           "(`torch._fused_sdp_choice`, checked before timing; the run stops if it is not the "
+           f"fused kernel, {FUSED}): " + "; ".join(sorted(BACKENDS)) + ".",
            "", "## Goals", "", *goal_lines(all_rows, mem_rows), ""]
     md += ["## Correctness", "",
            "Every timed output (the floor's aside) was checked against a float64 reference "
-           f"(float32: rtol 1e-4, atol 1e-5; float64: rtol 1e-10, atol 1e-12): "
+           "(float32: rtol 1e-4, atol 1e-5; float64: rtol 1e-10, atol 1e-12): "
            + ("all equal within tolerance." if not failures else "FAILURES:"), *failures, ""]
     md += ["## 1. Forward time, d = 64, one head, 2 threads", ""]
     for label, rows in all_rows.items():
@@ -477,11 +606,19 @@ def main():
            "products for the causal rows (no skipping).", "",
            "## 2. What each lever bought (float32, no mask, same rounds as PyTorch)", "",
            *lever_table(levers), "",
+           "Read down the table: 0 to 2 are the old levers of `attention`; 3 is "
+           "`fast_attention` on one core (its one exp pass per score and [V | 1] sums); 4 adds "
+           "the thread pool but keeps the max pass; 5 is the default; 6 and 7 vary the thread "
+           "count and block size; 8 is the tiled online softmax (`flash_attention`) for "
+           "comparison. The 2-D torch row is the unfused path the old RESULTS.md compared "
+           "with.", "",
            "## 3. Peak memory (tracemalloc, `attn_core.peak_memory`)", ""]
     for dtype, (rows, block) in mem_rows.items():
         md += memory_table(rows, dtype, block) + [""]
     md += ["## 4. Growth: log-log slope of time against n (`attn_core.loglog_slope`)", "",
-           *slope_lines(all_rows), "", "## 5. The course", "", *course_lines(course), ""]
+           *slope_lines(all_rows), "",
+           "## 5. OMP_WAIT_POLICY (float32, no mask)", "", *wait_policy_lines(waits), "",
+           "## 6. The course", "", *course_lines(course), ""]
     text = "\n".join(md)
     print(text)
     if not args.no_write:

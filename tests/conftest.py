@@ -145,3 +145,15 @@ def browser_or_skip():
 def requires_browser():
     """The Chromium executable; skips without Playwright/Chromium, fails under CI=true."""
     return browser_or_skip()
+
+
+@pytest.fixture(scope="session")
+def browser(requires_browser):
+    """ONE headless Chromium (Playwright) for the whole session, shared by the browser tests."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=requires_browser, args=CHROMIUM_ARGS,
+                                     timeout=120_000)
+        yield chromium
+        chromium.close()

@@ -177,41 +177,41 @@ def test_mathematics_is_typeset_by_the_local_mathjax(site, pages):
         assert build_html.MATHJAX_URL in page.scripts, f"{name} does not load the local MathJax"
 
 
-def test_a_page_renders_offline_in_a_browser(site, requires_browser, tmp_path):
-    """Open 04-scaling.html from disk, every http(s) request refused; MathJax typesets."""
-    from conftest import CHROMIUM_ARGS, SCREENSHOTS
-    from playwright.sync_api import sync_playwright
+def test_a_page_renders_offline_in_a_browser(site, browser, tmp_path):
+    """Open 04-scaling.html from disk, every http(s) request refused; MathJax typesets.
+
+    ``browser`` is the session's one Chromium (tests/conftest.py), shared with the JupyterLab
+    tests: Playwright's sync API cannot start a second one while it runs."""
+    from conftest import SCREENSHOTS
 
     page_path = site / "04-scaling.html"
     if not page_path.exists():
         page_path = sorted(site.glob("0[1-9]-*.html"))[0]
     refused = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=requires_browser, args=CHROMIUM_ARGS,
-                                    timeout=120_000)
-        try:
-            page = browser.new_page(viewport={"width": 1100, "height": 1400})
+    context = browser.new_context(viewport={"width": 1100, "height": 1400})
+    try:
+        page = context.new_page()
 
-            def refuse(route):
-                if route.request.url.startswith(("http:", "https:")):
-                    refused.append(route.request.url)
-                    return route.abort()
-                return route.continue_()
+        def refuse(route):
+            if route.request.url.startswith(("http:", "https:")):
+                refused.append(route.request.url)
+                return route.abort()
+            return route.continue_()
 
-            page.route("**/*", refuse)
-            page.goto(page_path.as_uri(), timeout=120_000)
-            page.wait_for_function(
-                "window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0"
-                " && !MathJax.Hub.queue.running && document.querySelector('.MathJax')",
-                timeout=120_000)
-            typeset = page.locator(".MathJax, .MathJax_Display").count()
-            errors = page.locator(".MathJax_Error, merror").count()
-            broken_images = page.evaluate(
-                "[...document.images].filter(i => !i.complete || i.naturalWidth === 0).length")
-            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SCREENSHOTS / f"static-{page_path.stem}.png"))
-        finally:
-            browser.close()
+        page.route("**/*", refuse)
+        page.goto(page_path.as_uri(), timeout=120_000)
+        page.wait_for_function(
+            "window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0"
+            " && !MathJax.Hub.queue.running && document.querySelector('.MathJax')",
+            timeout=120_000)
+        typeset = page.locator(".MathJax, .MathJax_Display").count()
+        errors = page.locator(".MathJax_Error, merror").count()
+        broken_images = page.evaluate(
+            "[...document.images].filter(i => !i.complete || i.naturalWidth === 0).length")
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / f"static-{page_path.stem}.png"))
+    finally:
+        context.close()
     assert not refused, f"the page tried to fetch: {refused}"
     assert typeset > 0 and errors == 0, (typeset, errors)
     assert broken_images == 0

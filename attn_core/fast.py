@@ -1,0 +1,221 @@
+"""A fast exact attention for long sequences: the same result as :func:`attention`, sooner.
+
+:func:`attn_core.attention.attention` stays the readable reference of the course. This
+module computes the same output (not the weights) with four levers, each measured by
+``benchmarks/bench_attention.py``:
+
+* **query blocks on a thread pool.** The ``n^2`` element-wise work (``exp``) runs in
+  numpy's ufuncs, which release the GIL, so blocks of query rows run on every core at once
+  instead of one.
+* **one element-wise pass per score.** A block's scores are written by the matrix product,
+  turned into ``exp`` in place, and read once more by the product with the values. The
+  row sums come from that same product: the values get one extra column of ones, so
+  ``e @ [V | 1]`` gives ``sum_j e_ij v_j`` and ``sum_j e_ij`` together. Division happens on
+  the ``(b, d_v)`` output, not on the ``(b, n_k)`` weights.
+* **no max pass where it is provably not needed.** Softmax does not change when a row is
+  shifted; the shift by the row maximum only guards ``exp`` against overflow. By
+  Cauchy-Schwarz every score of query ``i`` lies within ``B_i = scale |q_i| max_j |k_j|``
+  of 0, so when ``B_i`` is small (see ``SAFE_BOUND``) ``exp`` can neither overflow nor
+  lose the row to underflow and the shift is skipped; otherwise it is done as usual.
+* **blocks sized for the cache**, and for a causal mask only the keys up to the block's
+  last query are visited.
+"""
+
+import contextlib
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ._validate import as_float_array, batch_shape, check_mask, check_overflow, check_scale
+
+#: Bytes of scores per query block (one block per thread at a time): small enough for the
+#: L2 cache of one core, large enough that the products get many rows.
+BLOCK_BYTES = 512 * 1024
+
+#: Largest bound ``B_i`` on ``|score|`` for which the shift by the row maximum is skipped.
+#: With ``|s| <= B``, ``exp`` stays below ``e^B`` (no overflow) and the largest term of a row
+#: is at least ``e^-B``, so terms that underflow are smaller than it by ``e^(B - tiny)``,
+#: far below the dtype's rounding: 40 for float32 (underflow near ``e^-87``), 300 for float64
+#: (near ``e^-708``).
+SAFE_BOUND = {np.dtype(np.float32): 40.0, np.dtype(np.float64): 300.0}
+
+#: Threads used by default: one per core.
+DEFAULT_THREADS = os.cpu_count() or 1
+
+_POOLS = {}
+_BLAS = []  # the threadpoolctl controller, made on first use ([None] without threadpoolctl)
+
+
+def _one_blas_thread():
+    """While the pool runs, BLAS runs single-threaded inside each worker.
+
+    Otherwise every worker's small product would wake all of BLAS's own threads, and two
+    levels of threads fight over the same cores. Needs ``threadpoolctl`` (pinned in
+    requirements.txt); without it the products keep BLAS's threads.
+    """
+    if not _BLAS:
+        try:
+            from threadpoolctl import ThreadpoolController
+            _BLAS.append(ThreadpoolController())
+        except ImportError:  # pragma: no cover - optional
+            _BLAS.append(None)
+    if _BLAS[0] is None:  # pragma: no cover - optional
+        return contextlib.nullcontext()
+    return _BLAS[0].limit(limits=1, user_api="blas")
+
+
+def _pool(threads):
+    """A shared thread pool of ``threads`` workers (created once per size)."""
+    if threads not in _POOLS:
+        _POOLS[threads] = ThreadPoolExecutor(max_workers=threads,
+                                             thread_name_prefix="attn_core.fast")
+    return _POOLS[threads]
+
+
+def _check_inputs(q, k, v, mask, scale, causal):
+    q = as_float_array(q, "q", min_ndim=2)
+    k = as_float_array(k, "k", min_ndim=2)
+    v = as_float_array(v, "v", min_ndim=2)
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            "q and k must have the same last dimension d_k (each query is compared with each "
+            f"key by a dot product), got q of shape {q.shape} and k of shape {k.shape}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            "k and v must have the same number of positions n_k (one value per key), "
+            f"got k of shape {k.shape} and v of shape {v.shape}")
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"causal must be True or False, got {causal!r}")
+    lead = batch_shape({"q": q.shape, "k": k.shape, "v": v.shape})
+    scale = check_scale(scale, q.shape[-1])
+    if mask is not None:
+        mask = check_mask(mask, (*lead, q.shape[-2], k.shape[-2]))
+        lead = np.broadcast_shapes(lead, mask.shape[:-2])
+    return q, k, v, mask, scale, bool(causal), lead
+
+
+def fast_attention(q, k, v, mask=None, scale=None, *, causal=False, threads=None,
+                   block_bytes=None):
+    """Scaled dot-product attention's output, computed in blocks on a thread pool.
+
+    Parameters
+    ----------
+    q : (..., n_q, d_k) array_like
+        Queries.
+    k : (..., n_k, d_k) array_like
+        Keys.
+    v : (..., n_k, d_v) array_like
+        Values.
+    mask : (..., n_q, n_k) bool array_like, optional
+        True where query ``i`` may attend to key ``j``, broadcastable to the scores' shape,
+        as in :func:`attn_core.attention.attention`. A row with no allowed key gives a zero
+        output row.
+    scale : float, optional
+        Score scale; default ``1 / sqrt(d_k)``.
+    causal : bool, optional
+        If True, query ``i`` attends only to keys ``j <= i`` (combined with ``mask`` by
+        ``&``); keys after a block's last query are never visited.
+    threads : int, optional
+        Worker threads; default one per core. 1 runs everything in the calling thread.
+        While the call runs, BLAS is held to one thread per worker (with threadpoolctl),
+        so ``threads`` is the number of cores used.
+    block_bytes : int, optional
+        Bytes of scores per query block; default :data:`BLOCK_BYTES`. Changes speed and
+        memory, never the result.
+
+    Returns
+    -------
+    out : (..., n_q, d_v) ndarray
+        Equal to ``attention(q, k, v, mask, scale)[0]`` up to rounding, in the same dtype
+        (float32 stays float32, integers become float64). The weights are not returned:
+        they are never stored whole.
+
+    Raises
+    ------
+    ValueError, TypeError
+        For the same bad input as :func:`attn_core.attention.attention`, with the same
+        messages naming the argument.
+
+    Notes
+    -----
+    For each block of query rows :math:`Q_b`, with :math:`c_i` the row shift (0 when the
+    Cauchy-Schwarz bound :math:`\\mathrm{scale}\\,\\|q_i\\| \\max_j \\|k_j\\|` is small,
+    else the row maximum):
+
+    .. math:: E = e^{\\mathrm{scale}\\, Q_b K^\\top - c}, \\qquad
+              [A \\mid s] = E\\,[V \\mid \\mathbf{1}], \\qquad
+              \\mathrm{out}_b = A / s
+
+    which is :math:`\\mathrm{softmax}(\\mathrm{scale}\\, Q K^\\top) V` row by row. Extra
+    memory is about ``threads * block_bytes`` plus the output.
+
+    Examples
+    --------
+    >>> from attn_core.attention import attention
+    >>> rng = np.random.default_rng(0)
+    >>> q, k, v = rng.standard_normal((3, 2, 50, 8))  # 2 batch elements, 50 positions
+    >>> out = fast_attention(q, k, v, causal=True, block_bytes=1024)
+    >>> reference, _ = attention(q, k, v, mask=np.tri(50, dtype=bool))
+    >>> bool(np.allclose(out, reference, rtol=1e-12, atol=1e-12))
+    True
+    >>> out.shape
+    (2, 50, 8)
+    """
+    q, k, v, mask, scale, causal, lead = _check_inputs(q, k, v, mask, scale, causal)
+    dtype = np.result_type(q, k, v)
+    n_q, n_k, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    threads = DEFAULT_THREADS if threads is None else threads
+    block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+        raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
+    if isinstance(block_bytes, bool) or not isinstance(block_bytes, (int, np.integer)) \
+            or block_bytes < 1:
+        raise ValueError(f"block_bytes must be an integer >= 1, got {block_bytes!r}")
+
+    # every operand as a (batch, n, d) stack over the broadcast leading dims
+    size = int(np.prod(lead))
+    qs = (np.broadcast_to(q, (*lead, n_q, d_k)) * dtype.type(scale)).reshape(size, n_q, d_k)
+    ks = np.ascontiguousarray(np.broadcast_to(k, (*lead, n_k, d_k)), dtype=dtype).reshape(
+        size, n_k, d_k)  # (B, n_k, d_k)
+    v1 = np.ones((size, n_k, d_v + 1), dtype=dtype)  # (B, n_k, d_v + 1): [V | 1]
+    v1[..., :d_v] = np.broadcast_to(v, (*lead, n_k, d_v)).reshape(size, n_k, d_v)
+    masks = None if mask is None else np.broadcast_to(mask, (*lead, n_q, n_k)).reshape(
+        size, n_q, n_k)  # (B, n_q, n_k), a view where nothing is repeated
+    # per-row bound on |score| (Cauchy-Schwarz): decides whether the max shift is needed
+    k_norm = np.sqrt(np.einsum("bjd,bjd->bj", ks, ks).max(axis=-1))  # (B,)
+    bound = np.sqrt(np.einsum("bid,bid->bi", qs, qs)) * k_norm[:, None]  # (B, n_q)
+    safe = bound <= SAFE_BOUND[np.dtype(dtype)]  # (B, n_q)
+    out = np.empty((size, n_q, d_v), dtype=dtype)
+
+    rows = max(1, min(n_q, block_bytes // (n_k * dtype.itemsize)))
+    tasks = [(b, i0, min(i0 + rows, n_q)) for b in range(size) for i0 in range(0, n_q, rows)]
+
+    def run(task):
+        b, i0, i1 = task
+        stop = min(n_k, i1) if causal else n_k  # keys after the block's last query: skipped
+        s = np.matmul(qs[b, i0:i1], ks[b, :stop].T)  # (r, d_k) @ (d_k, stop) -> (r, stop)
+        if causal and stop > i0 + 1:  # only the block's diagonal part has later keys
+            diag = s[:, i0:stop]  # (r, stop - i0), a view
+            np.copyto(diag, -np.inf,
+                      where=np.arange(i0, stop) > np.arange(i0, i1)[:, None])
+        if masks is not None:
+            np.copyto(s, -np.inf, where=~masks[b, i0:i1, :stop])
+        if not safe[b, i0:i1].all():
+            row_max = s.max(axis=-1, keepdims=True)  # (r, 1)
+            check_overflow(row_max, dtype)
+            row_max[np.isneginf(row_max)] = 0  # a fully masked row: shift by 0, exp gives 0
+            np.subtract(s, row_max, out=s)
+        np.exp(s, out=s)
+        acc = np.matmul(s, v1[b, :stop])  # (r, stop) @ (stop, d_v + 1) -> (r, d_v + 1)
+        total = acc[:, d_v:]  # (r, 1): the row sums of exp
+        np.divide(acc[:, :d_v], total, out=out[b, i0:i1], where=total > 0)
+        out[b, i0:i1][total[:, 0] == 0] = 0  # rows with no allowed key
+
+    with _one_blas_thread():
+        if threads == 1 or len(tasks) == 1:
+            for task in tasks:
+                run(task)
+        else:
+            list(_pool(threads).map(run, tasks))  # list(): re-raise a worker's exception here
+    return out.reshape(*lead, n_q, d_v)  # (B, n_q, d_v) -> (..., n_q, d_v)
