@@ -8,6 +8,7 @@ The maths modules are pure numpy and never print or plot:
 * :mod:`attn_core.multihead` -- splitting into heads, multi-head attention
 * :mod:`attn_core.gradients` -- backward passes of softmax, attention and multi-head attention
 * :mod:`attn_core.flash`     -- tiled attention with an online softmax
+* :mod:`attn_core.fast`      -- the fastest exact path: query blocks on a thread pool
 * :mod:`attn_core.cost`      -- cells, FLOPs, bytes and timing of attention
 * :mod:`attn_core.decoding`  -- causal attention one token at a time with a key/value cache
 * :mod:`attn_core.examples`  -- the article's inputs and seeded random inputs
@@ -43,7 +44,14 @@ from .cost import (
                    score_matrix_bytes,
                    score_matrix_cells,
 )
-from .flash import DEFAULT_BLOCK_SIZE, TileStep, flash_attention, flash_attention_steps
+from .fast import fast_attention
+from .flash import (
+                   DEFAULT_BLOCK_SIZE,
+                   TEACHING_BLOCK_SIZE,
+                   TileStep,
+                   flash_attention,
+                   flash_attention_steps,
+)
 from .gradients import attention_backward, multi_head_attention_backward, softmax_backward
 from .masks import causal_mask, padding_mask, window_mask
 from .multihead import merge_heads, multi_head_attention, split_heads
@@ -53,6 +61,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
+    "TEACHING_BLOCK_SIZE",
     "MASKED_SCORE",
     "TileStep",
     "attention",
@@ -61,6 +70,7 @@ __all__ = [
     "causal_mask",
     "errata",
     "examples",
+    "fast_attention",
     "flash_attention",
     "flash_attention_steps",
     "loglog_slope",
