@@ -27,7 +27,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ._validate import as_float_array, batch_shape, check_mask, check_overflow, check_scale
+from ._validate import (
+    as_float_array,
+    batch_shape,
+    check_mask,
+    check_overflow,
+    check_result,
+    check_scale,
+    checked_later,
+)
 
 #: Bytes of scores per query block (one block per thread at a time): small enough for the
 #: L2 cache of one core, large enough that the products get many rows.
@@ -192,18 +200,21 @@ def fast_attention(q, k, v, mask=None, scale=None, *, causal=False, threads=None
     tasks = [(b, i0, min(i0 + rows, n_q)) for b in range(size) for i0 in range(0, n_q, rows)]
 
     def run(task):
+        with checked_later():  # numpy's error state is per thread: set it in each worker
+            _run(task)
+
+    def _run(task):
         b, i0, i1 = task
         stop = min(n_k, i1) if causal else n_k  # keys after the block's last query: skipped
         s = np.matmul(qs[b, i0:i1], ks[b, :stop].T)  # (r, d_k) @ (d_k, stop) -> (r, stop)
+        later = np.arange(i0, stop) > np.arange(i0, i1)[:, None]  # (r, stop - i0)
         if causal and stop > i0 + 1:  # only the block's diagonal part has later keys
-            diag = s[:, i0:stop]  # (r, stop - i0), a view
-            np.copyto(diag, -np.inf,
-                      where=np.arange(i0, stop) > np.arange(i0, i1)[:, None])
+            np.copyto(s[:, i0:stop], -np.inf, where=later)
         if masks is not None:
             np.copyto(s, -np.inf, where=~masks[b, i0:i1, :stop])
         if not safe[b, i0:i1].all():
             row_max = s.max(axis=-1, keepdims=True)  # (r, 1)
-            check_overflow(row_max, dtype)
+            check_overflow(row_max, dtype, allowed_rows=_allowed_rows(b, i0, i1, stop, later))
             row_max[np.isneginf(row_max)] = 0  # a fully masked row: shift by 0, exp gives 0
             np.subtract(s, row_max, out=s)
         np.exp(s, out=s)
@@ -212,10 +223,20 @@ def fast_attention(q, k, v, mask=None, scale=None, *, causal=False, threads=None
         np.divide(acc[:, :d_v], total, out=out[b, i0:i1], where=total > 0)
         out[b, i0:i1][total[:, 0] == 0] = 0  # rows with no allowed key
 
+    def _allowed_rows(b, i0, i1, stop, later):
+        """(r, 1) bool: True where the row may attend to at least one key."""
+        if masks is None:
+            return np.ones((i1 - i0, 1), dtype=bool)  # causal or not, every row sees a key
+        allowed = masks[b, i0:i1, :stop].copy()  # (r, stop)
+        if causal and stop > i0 + 1:
+            allowed[:, i0:stop] &= ~later
+        return allowed.any(axis=-1, keepdims=True)
+
     with _one_blas_thread():
         if threads == 1 or len(tasks) == 1:
             for task in tasks:
                 run(task)
         else:
             list(_pool(threads).map(run, tasks))  # list(): re-raise a worker's exception here
+    check_result(out, "the output")
     return out.reshape(*lead, n_q, d_v)  # (B, n_q, d_v) -> (..., n_q, d_v)

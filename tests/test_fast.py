@@ -1,14 +1,17 @@
 """fast_attention: the same output as the float64 loop reference and as attention()."""
 
+import warnings
+
 import numpy as np
 import pytest
-import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
 
 from attn_core import attention
 from attn_core import fast as fast_module
 from attn_core.fast import fast_attention
+
+import reference as ref
 
 SEED = 20261201
 
@@ -159,3 +162,22 @@ def test_bad_input_fails_like_attention(call, word):
 def test_bad_options(kwargs):
     with pytest.raises((ValueError, TypeError), match=next(iter(kwargs))):
         fast_attention(Q, K, V, **kwargs)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype, big", [(np.float64, 1e200), (np.float32, 1e20)])
+def test_scores_overflowing_to_minus_inf_are_refused_like_attention(causal, dtype, big):
+    """A row whose allowed scores all overflow to -inf is an error, never a silent zero row
+    (issue 16, edge 1), and no RuntimeWarning leaks from the worker threads."""
+    q = np.array([[big]], dtype)
+    k = np.array([[-big], [-big]], dtype)
+    v = np.array([[1.0], [3.0]], dtype)
+    with pytest.raises(ValueError, match="overflowed to -inf"):
+        attention(q, k, v, scale=1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="overflowed to -inf"):
+            fast_attention(q, k, v, scale=1.0, causal=causal)
+    # the same row fully masked is not an error: it gives zeros
+    out = fast_attention(q, k, v, mask=np.zeros((1, 2), bool), scale=1.0)
+    np.testing.assert_array_equal(out, np.zeros((1, 1), dtype))
