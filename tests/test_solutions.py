@@ -83,3 +83,17 @@ def test_solutions_notebook_runs_and_every_check_says_right(path):
                                              for o in c.outputs)
              for c in solved.cells if c.cell_type == "code"}
     assert not wrong, "checks not right: " + "; ".join(texts[n] for n in wrong)
+
+
+def test_static_edition_links_to_solutions_only_when_built(tmp_path):
+    spec_html = importlib.util.spec_from_file_location("course_html",
+                                                       ROOT / "tools" / "build_html.py")
+    build_html = importlib.util.module_from_spec(spec_html)
+    spec_html.loader.exec_module(build_html)
+    path = ROOT / "notebooks" / "05-softmax.ipynb"
+    before = len(read(path).cells)
+    assert len(build_html.link_solutions(read(path), path.stem, tmp_path).cells) == before
+    nbformat.write(solutions.solve(read(path), path.stem), tmp_path / path.name)
+    linked = build_html.link_solutions(read(path), path.stem, tmp_path)
+    assert len(linked.cells) == before + 1
+    assert "(solutions/05-softmax.html)" in "".join(c.source for c in linked.cells)

@@ -58,6 +58,8 @@ COURSE = [
      "The whole formula in one cell, what to remember, and what to read next."),
     ("11-a-real-model.ipynb", "A real model",
      "The same attention inside a pretrained transformer: its heads, their habits, their limits."),
+    ("99-errata.ipynb", "Appendix: the article's numbers, traced",
+     "Where the article's wrong printed matrices come from, route by route, in one place."),
 ]
 
 INDEX = COURSE[0][0]
