@@ -58,7 +58,7 @@ COURSE = [
      "The whole formula in one cell, what to remember, and what to read next."),
     ("11-a-real-model.ipynb", "A real model",
      "The same attention inside a pretrained transformer: its heads, their habits, their limits."),
-    ("99-errata.ipynb", "Appendix: the article's numbers, traced",
+    ("appendix-errata.ipynb", "Appendix: the article's numbers, traced",
      "Where the article's wrong printed matrices come from, route by route, in one place."),
 ]
 
@@ -74,9 +74,14 @@ BADGE_IMAGE = "https://mybinder.org/badge_logo.svg"
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def is_appendix(name):
+    """Appendices (``appendix-*.ipynb``) follow the numbered notebooks, without a number."""
+    return name.startswith("appendix-")
+
+
 def label(name, title):
-    """'03 · Step 1: scores' for ('03-scores.ipynb', 'Step 1: scores')."""
-    return f"{name[:2]} · {title}"
+    """'03 · Step 1: scores' for ('03-scores.ipynb', 'Step 1: scores'); an appendix: its title."""
+    return title if is_appendix(name) else f"{name[:2]} · {title}"
 
 
 def nav_source(name, existing):
@@ -99,6 +104,10 @@ def map_lines(existing, prefix=""):
     """One markdown list line per notebook after the index; unwritten ones without a link."""
     lines = []
     for name, title, line in COURSE[1:]:
+        if is_appendix(name):  # after the numbered list, as a paragraph of its own
+            if name in existing:
+                lines += ["", f"[{title}]({prefix}{name}): {line}"]
+            continue
         if name in existing:
             lines.append(f"{int(name[:2])}. [{title}]({prefix}{name}): {line}")
         else:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._base import not_yet, right, unanswered
+from ._base import NO_ANSWER, Feedback, not_yet, right
 
 #: Relative and absolute tolerance of a learner's float64 result against attn_core's.
 RTOL, ATOL = 1e-6, 1e-9
@@ -52,6 +52,13 @@ class Mistake:
 
     hint: str
     variant: object
+
+
+def unanswered(hint):
+    """Feedback for a function that is still the stub (raises NotImplementedError, returns None)."""
+    return Feedback(False, f"{NO_ANSWER} Write your function in the cell above, in place of the "
+                           f"line that raises NotImplementedError, and run that cell again. "
+                           f"Hint: {hint}")
 
 
 def _copy(x):
