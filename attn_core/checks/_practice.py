@@ -22,7 +22,8 @@ RTOL, ATOL = 1e-6, 1e-9
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _LIBRARY_DIRS = tuple(os.path.dirname(p) + os.sep for p in (np.__file__,)) + (
-    _PACKAGE_DIR + os.sep, sysconfig.get_paths()["stdlib"] + os.sep)
+    _PACKAGE_DIR + os.sep, *(sysconfig.get_paths()[key] + os.sep
+                             for key in ("stdlib", "platstdlib", "purelib", "platlib")))
 
 BATCH_HINT = ("It works without batch axes but not with them: a transpose must swap only the "
               "last two axes (np.swapaxes(k, -1, -2)); `.T` reverses every axis, and sums and "
@@ -84,7 +85,7 @@ def call(fn, case, stub_hint, passed_before=False):
             return None, unanswered(stub_hint)
         except Exception as exc:  # the learner's bug becomes feedback, not a traceback
             frame = _learner_frame(exc)
-            where = (f" at line {frame.lineno} of your code (`{(frame.line or '').strip()}`)"
+            where = (f" (line {frame.lineno} of your code: `{(frame.line or '').strip()}`)"
                      if frame else "")
             message = str(exc).splitlines()[0] if str(exc) else ""
             text = (f"your function raised {type(exc).__name__}"
