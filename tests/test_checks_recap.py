@@ -1,14 +1,22 @@
 """The recap quiz of notebook 10: right answers pass, typical wrong ones get a hint that
 names the notebook to reread, and no message gives the answer away."""
 
+import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from attn_core.checks import (check_quiz_heads, check_quiz_long_context, check_quiz_mask,
-                              check_quiz_maps, check_quiz_roles, check_quiz_scaling,
-                              check_quiz_spread)
+from attn_core.checks import (
+    check_quiz_heads,
+    check_quiz_long_context,
+    check_quiz_maps,
+    check_quiz_mask,
+    check_quiz_roles,
+    check_quiz_scaling,
+    check_quiz_spread,
+)
 
 
 def ref_causal_count(n):
@@ -63,6 +71,35 @@ def test_numeric_question(check, kwargs, reference, notebook):
     assert "single number" in check("eight", **kwargs).message
 
 
+#: (check, kwargs, exact answer, the tolerance the quiz promises). The exact answers come from
+#: the reasoning, not from attn_core: a sum of d_k independent unit-variance products has
+#: variance d_k (standard deviation sqrt(d_k)); h heads of width d_model / h do the same
+#: multiply-adds as one head of width d_model; cells grow with the square of the length.
+NEAR_MISS = [
+    (check_quiz_spread, {"d_k": 64}, math.sqrt(64), 0.05),
+    (check_quiz_heads, {"d_model": 512, "h": 8}, 1.0, 0.01),
+    (check_quiz_long_context, {"short": 2048, "long": 8192}, 16.0, 0.01),
+    (check_quiz_mask, {"n": 4}, 10.0, 0.01),
+]
+
+
+@pytest.mark.parametrize(("check", "kwargs", "exact", "atol"), NEAR_MISS)
+def test_near_misses_are_refused_and_roundings_accepted(check, kwargs, exact, atol):
+    """Wrong answers close to the right one are refused: a tolerance 10x looser lets them pass.
+
+    For 04-scaling's spread (8, tolerance 0.05) that means 7.6 and 8.4 (off by 0.4, inside a
+    10x looser 0.5) and 7.9 are refused; answers within half the tolerance pass.
+    """
+    for offset in (-8 * atol, -5 * atol, -2 * atol, 2 * atol, 5 * atol, 8 * atol):
+        fb = check(exact + offset, **kwargs)
+        assert not fb, f"{exact + offset} accepted for {exact} (tolerance {atol})"
+    for offset in (-atol / 2, 0.0, atol / 2):
+        assert check(exact + offset, **kwargs), f"{exact + offset} refused for {exact}"
+    if check is check_quiz_spread:
+        assert not check_quiz_spread(7.6, d_k=64) and not check_quiz_spread(8.4, d_k=64)
+        assert check_quiz_spread(8.0, d_k=64) and check_quiz_spread(7.98, d_k=64)
+
+
 @pytest.mark.parametrize(("check", "expected", "notebook"), CHOICE)
 def test_choice_question(check, expected, notebook):
     assert check(expected) and check(expected.upper()) and check(f" {expected} ")
@@ -86,3 +123,16 @@ def test_expected_answers_follow_the_inputs():
     assert check_quiz_long_context(4, short=1024, long=2048)
     assert check_quiz_mask(ref_causal_count(6), n=6)
     assert check_quiz_heads(1, d_model=64, h=4)
+
+
+def test_scaling_question_says_what_training_showed():
+    """Q1 and notebook 10 say the softmax's Jacobian shrinks, not that every gradient
+    vanishes, and the right answer points to the notebook that trains both ways."""
+    import nbformat
+
+    fb = check_quiz_scaling("b")
+    assert "Jacobian" in fb.message and "12-learning-attention.ipynb" in fb.message
+    path = Path(__file__).resolve().parents[1] / "notebooks" / "10-recap.ipynb"
+    text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
+    assert "gradients all but vanish" not in text and "gradients vanish" not in text
+    assert "Jacobian all but vanishes" in text

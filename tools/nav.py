@@ -58,6 +58,10 @@ COURSE = [
      "The whole formula in one cell, what to remember, and what to read next."),
     ("11-a-real-model.ipynb", "A real model",
      "The same attention inside a pretrained transformer: its heads, their habits, their limits."),
+    ("12-learning-attention.ipynb", "Learning attention",
+     "Backward pass by hand, a head trained in numpy, the √d_k claim tested by training."),
+    ("13-decoding.ipynb", "Decoding with a KV cache",
+     "Causal attention one token at a time: the key/value cache, its cost and its memory."),
     ("appendix-errata.ipynb", "Appendix: the article's numbers, traced",
      "Where the article's wrong printed matrices come from, route by route, in one place."),
 ]
