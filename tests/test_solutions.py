@@ -21,8 +21,9 @@ spec.loader.exec_module(solutions)
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
 CHECK_CALL = re.compile(r"^check_\w+\(", re.MULTILINE)
-PLACEHOLDER = re.compile(
-    r"^\s*((answer\w*|prediction|difference) = None\b|raise NotImplementedError)", re.MULTILINE)
+PLACEHOLDER = re.compile(  # answer = None, a stub that raises, returns None or is `...`
+    r"^\s*((answer\w*|prediction|difference) = None\b|raise NotImplementedError"
+    r"|(return None|\.\.\.)\s*# your code here)", re.MULTILINE)
 PROBE = """\
 import json as _json
 from attn_core.checks._base import Feedback as _Feedback
