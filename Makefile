@@ -9,6 +9,8 @@
 #                    (without live-widget state: tools/clean_outputs.py)
 #   make nav         regenerate navigation cells and course maps (tools/nav.py)
 #   make bench       run every benchmarks/bench_*.py
+#   make solutions   every notebook with its exercises answered, executed, in solutions/
+#                    (built from the solutions kept in the exercise cells; git-ignored)
 #   make html        the static edition: every notebook with its stored outputs as HTML in
 #                    build/html/ (open build/html/index.html; works offline, no kernel)
 #   make test-extras install the pinned extras the Binder and browser tests need
@@ -46,8 +48,8 @@ PORT ?= 8888
 # JupyterLab refuses to run as root unless told to.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help setup lab lint test notebooks nav bench html test-extras crosscheck-extras clean \
-	distclean classroom classroom-env
+.PHONY: help setup lab lint test notebooks nav solutions bench html test-extras crosscheck-extras \
+	clean distclean classroom classroom-env
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -114,9 +116,14 @@ notebooks: nav
 	done; \
 	$(PY) tools/clean_outputs.py
 
+# Each exercise cell (tag "exercise") keeps its solution in its metadata; this writes the
+# answered copies to solutions/ and executes them (tests/test_solutions.py checks they are right).
+solutions: setup
+	MPLBACKEND=Agg $(PY) tools/solutions.py --timeout $(EXEC_TIMEOUT)
+
 # --- static edition and test extras (Binder, browser and static-HTML tests) --------------
 
-html: setup
+html: solutions
 	$(PY) tools/build_html.py --out build/html
 
 # Pinned here, not in requirements.txt, so learners and the Binder image do not carry them.
@@ -170,7 +177,7 @@ classroom: classroom-env
 	$(CLASSROOM_PY) classroom/run.py --port $(CLASSROOM_PORT) --minutes $(CLASSROOM_MINUTES)
 
 clean:
-	rm -rf build dist *.egg-info .pytest_cache .hypothesis artifacts
+	rm -rf build dist *.egg-info .pytest_cache .hypothesis artifacts solutions
 	find . -path ./$(VENV) -prune -o -path ./.git -prune -o \
 	  \( -name __pycache__ -o -name .ipynb_checkpoints \) -type d -print0 | xargs -0 -r rm -rf
 

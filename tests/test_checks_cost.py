@@ -194,3 +194,18 @@ def test_running_max_step_is_a_tile_number_from_1(small, step):
     q, k, v = small
     with pytest.raises(ValueError):
         check_running_max(None, q, k, v, block_size=2, step=step)
+
+
+def test_context_budget():
+    """Same score-matrix memory, fewer heads: the length grows with the square root."""
+    from attn_core.checks.cost import check_context_budget
+
+    # h * n^2 cells: 16 * 4096^2 = 4 * n^2  ->  n = 4096 * 2
+    n = math.isqrt(16 * 4096**2 // 4)
+    assert check_context_budget(n, n=4096, h_from=16, h_to=4).correct
+    assert "linearly" in check_context_budget(4096 * 4).message
+    assert "not shrink" in check_context_budget(4096 // 4).message
+    assert_not_yet(check_context_budget(n + 10))
+    assert_unanswered(check_context_budget(None))
+    for wrong in (4096 * 4, 4096 // 4, n + 10):
+        assert float(n) not in numbers_in(check_context_budget(wrong).message)

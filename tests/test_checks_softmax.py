@@ -179,3 +179,16 @@ def test_temperature_limit():
     assert "choose one of" in fb.message and "uniform" in fb.message
     assert check_temperature_limit(None).message.startswith(NO_ANSWER)
     assert "uniform" not in check_temperature_limit(None).message.split("Hint:")[1].lower()
+
+
+@pytest.mark.parametrize("decimals", [2, 3])
+def test_weight_by_hand_tolerance_follows_the_rounding_asked(decimals):
+    """Rounded to the digits asked: right; one unit of the last digit off: not right."""
+    exact = WEIGHTS[1][2]  # row 2, column 3 (from 1), by loops
+    unit = 10.0 ** -decimals
+    rounded = round(exact, decimals)
+    assert check_weight_by_hand(rounded, row=2, col=3, decimals=decimals).correct
+    assert check_weight_by_hand(exact, row=2, col=3, decimals=decimals).correct
+    for wrong in (rounded - unit, rounded + unit):
+        fb = check_weight_by_hand(wrong, row=2, col=3, decimals=decimals)
+        assert not fb.correct and f"at {decimals} decimals" in fb.message

@@ -171,3 +171,14 @@ def test_uniform_query_refuses_wrong(wrong):
 def test_uniform_query_unanswered():
     fb = check_uniform_query(None)
     assert not fb and fb.message.startswith(NO_ANSWER)
+
+
+@pytest.mark.parametrize("decimals", [2, 3])
+def test_output_entry_tolerance_follows_the_rounding_asked(decimals):
+    """Rounded to the digits asked: right; one unit of the last digit off: not right."""
+    exact = OUT[1][0]  # row 2, column 1 (from 1), by loops
+    rounded = round(exact, decimals)
+    assert check_output_entry(rounded, row=2, col=1, decimals=decimals).correct
+    for wrong in (rounded - 10.0 ** -decimals, rounded + 10.0 ** -decimals):
+        fb = check_output_entry(wrong, row=2, col=1, decimals=decimals)
+        assert not fb.correct and f"at {decimals} decimals" in fb.message

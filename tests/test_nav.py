@@ -49,8 +49,13 @@ def test_nav_check_passes():
 def test_course_list_is_numbered_in_order():
     names = [name for name, _, _ in nav.COURSE]
     assert names[0] == "00-index.ipynb"
-    for i, name in enumerate(names):
+    numbered = [name for name in names if not nav.is_appendix(name)]
+    for i, name in enumerate(numbered):
         assert re.fullmatch(rf"{i:02d}-[a-z0-9]+(-[a-z0-9]+)*\.ipynb", name), name
+    # appendices (appendix-*.ipynb) come after every numbered notebook
+    assert names == numbered + [name for name in names if nav.is_appendix(name)]
+    for name in names[len(numbered):]:
+        assert re.fullmatch(r"appendix-[a-z0-9]+(-[a-z0-9]+)*\.ipynb", name), name
     assert all(title and line for _, title, line in nav.COURSE)
 
 

@@ -15,7 +15,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-SECTIONS = sorted(p for p in NOTEBOOKS if p.name != "00-index.ipynb")
+NUMBERED = [p for p in NOTEBOOKS if p.name[:2].isdigit()]
+SECTIONS = sorted(p for p in NUMBERED if p.name != "00-index.ipynb")
+APPENDICES = [p for p in NOTEBOOKS if p.name.startswith("appendix-")]
 WIDGET_CALL = re.compile(r"\b(\w+_explorer|worked_example_lab)\(")
 
 
@@ -34,9 +36,18 @@ def tags(cell):
 
 def test_the_course_notebooks_are_numbered_in_order_without_gaps():
     # 00 the map, 01-09 the article's sections, 10 the recap, 11 the pretrained model,
-    # 12 learning attention, then whatever the course adds after it
-    assert len(NOTEBOOKS) >= 13
-    assert [p.name[:2] for p in NOTEBOOKS] == [f"{i:02d}" for i in range(len(NOTEBOOKS))]
+    # 12 learning attention, then whatever the course adds after it; appendices last
+    assert len(NUMBERED) >= 13
+    assert [p.name[:2] for p in NUMBERED] == [f"{i:02d}" for i in range(len(NUMBERED))]
+    assert set(NOTEBOOKS) == set(NUMBERED) | set(APPENDICES)
+
+
+@pytest.mark.parametrize("path", APPENDICES, ids=lambda p: p.name)
+def test_appendices_have_nav_title_and_summary(path):
+    text = "\n".join(source(c) for c in cells(path, "markdown"))
+    assert "nav" in tags(cells(path)[0]) and "nav" in tags(cells(path)[-1]), "nav line missing"
+    assert re.search(r"^# Appendix · ", text, re.M), "title '# Appendix · ...' missing"
+    assert "Summary" in text
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

@@ -94,14 +94,42 @@ def page_name(notebook):
     return Path(notebook).with_suffix(".html").name
 
 
-def build(out=DEFAULT_OUT, notebooks_dir=ROOT / "notebooks", quiet=False):
+def link_solutions(nb, name, solutions_dir):
+    """Add a link to the notebook's solutions page under its title, if solutions were built."""
+    if not (Path(solutions_dir) / f"{name}.ipynb").exists():
+        return nb
+    link = nbformat.v4.new_markdown_cell(f"[Solutions to this notebook's exercises]"
+                                         f"(solutions/{name}.html) (built by `make solutions`)")
+    titles = [i for i, c in enumerate(nb.cells) if c.source.startswith("# ")]
+    nb.cells.insert(titles[0] + 1 if titles else 0, link)
+    return nb
+
+
+def build_solutions(exp, out, solutions_dir):
+    """Render solutions/*.ipynb (``make solutions``) into ``out``/solutions/."""
+    pages = []
+    for path in sorted(Path(solutions_dir).glob("*.ipynb")):
+        nb = drop_widget_state(nbformat.read(path, as_version=4))
+        body, _ = exp.from_notebook_node(
+            nb, resources={"metadata": {"name": path.stem, "path": str(path.parent)}})
+        (out / "solutions").mkdir(exist_ok=True)
+        page = out / "solutions" / page_name(path.name)
+        page.write_text(rewrite_links(body.replace('href="../notebooks/', 'href="../'))
+                        .replace(f'src="{MATHJAX_DIR}/', f'src="../{MATHJAX_DIR}/'),
+                        encoding="utf-8")
+        pages.append(page)
+    return pages
+
+
+def build(out=DEFAULT_OUT, notebooks_dir=ROOT / "notebooks", quiet=False,
+          solutions_dir=ROOT / "solutions"):
     """Render every notebook in ``notebooks_dir`` into ``out``; return the page paths."""
     out = Path(out)
     notebooks = sorted(Path(notebooks_dir).glob("*.ipynb"))
     if not notebooks:
         sys.exit(f"error: no notebooks in {notebooks_dir}")
     out.mkdir(parents=True, exist_ok=True)
-    for stale in out.glob("*.html"):
+    for stale in [*out.glob("*.html"), *out.glob("solutions/*.html")]:
         stale.unlink()
     mathjax_out = out / MATHJAX_DIR
     if mathjax_out.exists():
@@ -111,7 +139,8 @@ def build(out=DEFAULT_OUT, notebooks_dir=ROOT / "notebooks", quiet=False):
     exp = exporter()
     pages = []
     for path in notebooks:
-        nb = drop_widget_state(nbformat.read(path, as_version=4))
+        nb = link_solutions(drop_widget_state(nbformat.read(path, as_version=4)), path.stem,
+                            solutions_dir)
         body, _ = exp.from_notebook_node(
             nb, resources={"metadata": {"name": path.stem, "path": str(path.parent)}})
         page = out / page_name(path.name)
@@ -119,6 +148,7 @@ def build(out=DEFAULT_OUT, notebooks_dir=ROOT / "notebooks", quiet=False):
         pages.append(page)
         if not quiet:
             print(f"wrote {page.relative_to(out.parent) if out.parent in page.parents else page}")
+    pages += build_solutions(exp, out, solutions_dir)
     index_src = out / page_name(INDEX_NOTEBOOK)
     if index_src.exists():
         shutil.copyfile(index_src, out / "index.html")

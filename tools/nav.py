@@ -62,6 +62,8 @@ COURSE = [
      "Backward pass by hand, a head trained in numpy, the √d_k claim tested by training."),
     ("13-decoding.ipynb", "Decoding with a KV cache",
      "Causal attention one token at a time: the key/value cache, its cost and its memory."),
+    ("appendix-errata.ipynb", "Appendix: the article's numbers, traced",
+     "Where the article's wrong printed matrices come from, route by route, in one place."),
 ]
 
 INDEX = COURSE[0][0]
@@ -76,9 +78,14 @@ BADGE_IMAGE = "https://mybinder.org/badge_logo.svg"
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def is_appendix(name):
+    """Appendices (``appendix-*.ipynb``) follow the numbered notebooks, without a number."""
+    return name.startswith("appendix-")
+
+
 def label(name, title):
-    """'03 · Step 1: scores' for ('03-scores.ipynb', 'Step 1: scores')."""
-    return f"{name[:2]} · {title}"
+    """'03 · Step 1: scores' for ('03-scores.ipynb', 'Step 1: scores'); an appendix: its title."""
+    return title if is_appendix(name) else f"{name[:2]} · {title}"
 
 
 def nav_source(name, existing):
@@ -101,6 +108,10 @@ def map_lines(existing, prefix=""):
     """One markdown list line per notebook after the index; unwritten ones without a link."""
     lines = []
     for name, title, line in COURSE[1:]:
+        if is_appendix(name):  # after the numbered list, as a paragraph of its own
+            if name in existing:
+                lines += ["", f"[{title}]({prefix}{name}): {line}"]
+            continue
         if name in existing:
             lines.append(f"{int(name[:2])}. [{title}]({prefix}{name}): {line}")
         else:

@@ -53,6 +53,20 @@ def is_close(got, value, atol=1e-2):
     return bool(np.isclose(got, value, atol=atol, rtol=0.0))
 
 
+def rounding_tolerance(decimals):
+    """Half a unit of the last of ``decimals`` digits (plus float slack): what rounding allows.
+
+    An answer asked "to 2 decimals" is right if it rounds like the true value does: within
+    0.005 of it, so 0.14 passes for 0.1389 and 0.13 does not.
+
+    Examples
+    --------
+    >>> rounding_tolerance(2) > 0.005 > rounding_tolerance(3)
+    True
+    """
+    return 0.5 * 10.0 ** -int(decimals) + 1e-9
+
+
 def _as_sentence(hint):
     return hint[:1].upper() + hint[1:]
 

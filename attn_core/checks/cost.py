@@ -11,7 +11,7 @@ from ..cost import score_matrix_cells
 from ..flash import flash_attention_steps
 from ._base import check_array, check_number, is_unanswered, not_yet, read_number, unanswered
 
-__all__ = ["check_cells", "check_relative_cost", "check_running_max"]
+__all__ = ["check_cells", "check_relative_cost", "check_context_budget", "check_running_max"]
 
 
 def check_cells(answer, n=4096, h=16):
@@ -44,6 +44,30 @@ def check_relative_cost(answer, n_long=8192, n_short=2048):
         return not_yet(f"that ratio is upside down. {hint}")
     return check_number(answer, expected, hint=hint, atol=1e-9,
                         why="The cost grows with the square of the length.")
+
+
+def check_context_budget(answer, n=4096, h_from=16, h_to=4):
+    """Exercise: the longest context whose score matrices fit where ``n`` tokens at ``h_from`` did.
+
+    The score matrices of one layer hold ``h * n**2`` cells; with ``h_to`` heads instead of
+    ``h_from``, the same number of cells allows ``n * sqrt(h_from / h_to)`` tokens.
+    """
+    budget = score_matrix_cells(n, h_from)
+    expected = float(np.sqrt(budget / h_to))
+    hint = (f"the budget is the cells of {h_from} score matrices of {n} x {n}; write the cells "
+            f"of {h_to} matrices of n x n and solve for n (cells grow with n squared).")
+    got, feedback = read_number(answer, hint, "a single whole number of tokens")
+    if feedback is not None:
+        return feedback
+    if np.isclose(got, n * h_from / h_to):
+        return not_yet(f"that scales the length like the heads, as if cells grew linearly "
+                       f"with n. {hint[:1].upper() + hint[1:]}")
+    if np.isclose(got, n * h_to / h_from) or np.isclose(got, n * np.sqrt(h_to / h_from)):
+        return not_yet("fewer heads free memory, so the context can grow, not shrink. "
+                       f"{hint[:1].upper() + hint[1:]}")
+    return check_number(answer, expected, hint=hint, atol=0.5,
+                        why="The cells grow with n squared: dividing the heads by r multiplies "
+                            "the length only by sqrt(r).")
 
 
 def check_running_max(answer, q, k, v, block_size, step):

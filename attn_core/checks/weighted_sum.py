@@ -10,13 +10,17 @@ import numpy as np
 
 from .. import examples
 from ..attention import attention
-from ._base import check_array, is_close, is_unanswered, not_yet, read_number, right, unanswered
+from ._base import (check_array, is_close, is_unanswered, not_yet, read_number, right,
+                    rounding_tolerance, unanswered)
 
 __all__ = ["check_output_entry", "check_uniform_output", "check_uniform_query"]
 
 
-def check_output_entry(answer, row=1, col=1, q=None, k=None, v=None):
+def check_output_entry(answer, row=1, col=1, q=None, k=None, v=None, decimals=2):
     """Check entry ``(row, col)`` (both counted from 1) of the worked example's output.
+
+    Right when it rounds like the entry at ``decimals`` digits (off by at most half a unit of
+    the last asked digit).
 
     ``output = weights @ v`` with the weights of ``attention(q, k, v)`` (``examples.Q``,
     ``examples.K``, ``examples.V`` unless given): the entry ``output[row - 1, col - 1]``.
@@ -32,23 +36,25 @@ def check_output_entry(answer, row=1, col=1, q=None, k=None, v=None):
     got, feedback = read_number(answer, hint, "a single number")
     if feedback is not None:
         return feedback
-    if is_close(got, expected):
+    atol = rounding_tolerance(decimals)
+    if is_close(got, expected, atol):
         return right("An output entry is the weights of its row dotted with one column of V.")
     others = [c for c in range(v.shape[-1]) if c != j]
-    if any(is_close(got, out[i, c]) and not is_close(expected, out[i, c]) for c in others):
+    if any(is_close(got, out[i, c], atol) and not is_close(expected, out[i, c]) for c in others):
         return not_yet(f"that is the entry for another column of V: use column {j + 1}.")
-    if is_close(got, v[:, j].mean()):
+    if is_close(got, v[:, j].mean(), atol):
         return not_yet("that is the plain mean of the column, as if every weight were "
                        "equal: weight each value by its attention weight.")
-    if is_close(got, v[:, j].sum()):
+    if is_close(got, v[:, j].sum(), atol):
         return not_yet("you added the column without weighting it: multiply each value "
                        "by its weight first.")
     if weights.shape[-1] == v.shape[-1] and j < v.shape[-2]:
-        if is_close(got, weights[i] @ v[j]) and not is_close(expected, weights[i] @ v[j]):
+        if is_close(got, weights[i] @ v[j], atol) and not is_close(expected, weights[i] @ v[j]):
             return not_yet("you multiplied the weights by a row of V: the weights of row "
                            f"{i + 1} go with a column of V.")
-    if is_close(got, expected, atol=0.03):
-        return not_yet(f"close, but not within 0.01: keep more decimals in the weights. {hint}")
+    if is_close(got, expected, atol=max(0.03, 3 * atol)):
+        return not_yet(f"close, but it does not round to the entry at {decimals} decimals: "
+                       f"keep more decimals in the weights and round only at the end. {hint}")
     return not_yet(hint)
 
 
