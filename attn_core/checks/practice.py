@@ -20,8 +20,13 @@ check_online_softmax(fn)        ``fn(q, k, v, block_size)``, output    09
 ==============================  =====================================  ========
 """
 
-from .practice_attention import (check_attention, check_masked_attention, check_scores,
-                                 check_sliding_window_mask, check_softmax)
+from .practice_attention import (
+                                 check_attention,
+                                 check_masked_attention,
+                                 check_scores,
+                                 check_sliding_window_mask,
+                                 check_softmax,
+)
 from .practice_heads import check_multi_head_attention, check_online_softmax
 
 __all__ = ["check_scores", "check_softmax", "check_attention", "check_masked_attention",

@@ -11,8 +11,16 @@ import numpy as np
 from .. import examples
 from ..attention import scores
 from ..softmax import softmax
-from ._base import (check_array, check_choice, is_close, is_unanswered, not_yet, read_number, right,
-                    rounding_tolerance)
+from ._base import (
+    check_array,
+    check_choice,
+    is_close,
+    is_unanswered,
+    not_yet,
+    read_number,
+    right,
+    rounding_tolerance,
+)
 
 __all__ = ["check_weight_by_hand", "check_temperature_weights", "check_temperature_limit"]
 

@@ -10,8 +10,16 @@ import numpy as np
 
 from .. import examples
 from ..attention import attention
-from ._base import (check_array, is_close, is_unanswered, not_yet, read_number, right,
-                    rounding_tolerance, unanswered)
+from ._base import (
+    check_array,
+    is_close,
+    is_unanswered,
+    not_yet,
+    read_number,
+    right,
+    rounding_tolerance,
+    unanswered,
+)
 
 __all__ = ["check_output_entry", "check_uniform_output", "check_uniform_query"]
 
