@@ -170,49 +170,107 @@ def test_nothing_is_fetched_from_the_network(site, pages):
 
 def test_mathematics_is_typeset_by_the_local_mathjax(site, pages):
     mathjax = site / build_html.MATHJAX_DIR
-    config = build_html.MATHJAX_URL.split("config=")[1].split(",")[0]
-    assert (mathjax / "MathJax.js").is_file()
-    assert (mathjax / "config" / f"{config}.js").is_file()
+    assert (site / build_html.MATHJAX_URL).is_file()
+    # the file really is MathJax 3 with SVG output, checked against the pinned tarball
+    text = (site / build_html.MATHJAX_URL).read_text(encoding="utf-8")
+    assert "3.2.2" in text and "SVG" in text
+    assert (mathjax / "LICENSE").is_file()
     for name, page in pages.items():
         assert build_html.MATHJAX_URL in page.scripts, f"{name} does not load the local MathJax"
+        assert "window.MathJax = {" in "".join(page.inline_scripts), f"{name}: no configuration"
 
 
-def test_a_page_renders_offline_in_a_browser(site, requires_browser, tmp_path):
-    """Open 04-scaling.html from disk, every http(s) request refused; MathJax typesets."""
+def test_the_mathjax_tarball_is_checked_against_its_pin(tmp_path):
+    name = build_html.MATHJAX_PACKAGE.replace("@", "-") + ".tgz"
+    (tmp_path / name).write_bytes(b"not the real tarball")
+    with pytest.raises(SystemExit, match="does not match the pinned SHA-512"):
+        build_html.mathjax_tarball(cache=tmp_path)
+
+
+def explorer_cells(nb):
+    return [c for c in nb.cells if build_html.shows_explorer(c)]
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_explorer_cells_say_they_need_a_kernel_never_a_widget_repr(notebook, site):
+    text = (site / notebook.with_suffix(".html").name).read_text(encoding="utf-8")
+    nb = nbformat.read(notebook, as_version=4)
+    assert "(children=" not in text, f"{notebook.name}: a widget's text repr is on the page"
+    notes = text.count(f'class="{build_html.NEEDS_KERNEL_CLASS}"')
+    assert notes == len(explorer_cells(nb)), (notes, len(explorer_cells(nb)))
+    if notes:
+        assert build_html.binder_url().replace("&", "&amp;") in text
+        assert "<code>make lab</code>" in text
+
+
+# Every load of the pages, whatever its scheme (file:// included), must succeed; these
+# scripts run in the page once MathJax has finished.
+MATH_STATE = r"""async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    await MathJax.startup.promise;
+  }
+  await document.fonts.ready;
+  return {
+    typeset: document.querySelectorAll('mjx-container svg').length,
+    untypeset: [...document.querySelectorAll('.jp-RenderedMarkdown, .jp-RenderedHTMLCommon')]
+      .filter(e => /(^|[^\\$])\$[^$\s][^$]*\$/.test(e.innerText)).length,
+    errors: document.querySelectorAll('mjx-merror, [data-mjx-error]').length,
+    fontErrors: [...document.fonts].filter(f => f.status === 'error').map(f => f.family),
+    brokenImages: [...document.images].filter(i => !i.complete || i.naturalWidth === 0).length,
+    smallest: Math.min(...[...document.querySelectorAll('mjx-container')]
+      .map(c => parseFloat(getComputedStyle(c).fontSize))),
+  };
+}"""
+
+
+def test_every_page_loads_everything_and_typesets_its_maths_offline(site, requires_browser):
+    """Open every page from disk in Chromium, every http(s) request refused.
+
+    Any failed request (file:// included), any HTTP error, any console error or uncaught
+    exception, any font that failed to load, any broken image or MathJax error fails it.
+    """
+    from conftest import CHROMIUM_ARGS, SCREENSHOTS
     from playwright.sync_api import sync_playwright
 
-    from conftest import CHROMIUM_ARGS, SCREENSHOTS
-
-    page_path = site / "04-scaling.html"
-    if not page_path.exists():
-        page_path = sorted(site.glob("0[1-9]-*.html"))[0]
-    refused = []
+    problems, typeset = [], {}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=requires_browser, args=CHROMIUM_ARGS,
                                     timeout=120_000)
         try:
             page = browser.new_page(viewport={"width": 1100, "height": 1400})
+            current = {"name": None}
+
+            def note(text):
+                problems.append(f"{current['name']}: {text}")
 
             def refuse(route):
                 if route.request.url.startswith(("http:", "https:")):
-                    refused.append(route.request.url)
+                    note(f"tried to fetch {route.request.url}")
                     return route.abort()
                 return route.continue_()
 
             page.route("**/*", refuse)
-            page.goto(page_path.as_uri(), timeout=120_000)
-            page.wait_for_function(
-                "window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0"
-                " && !MathJax.Hub.queue.running && document.querySelector('.MathJax')",
-                timeout=120_000)
-            typeset = page.locator(".MathJax, .MathJax_Display").count()
-            errors = page.locator(".MathJax_Error, merror").count()
-            broken_images = page.evaluate(
-                "[...document.images].filter(i => !i.complete || i.naturalWidth === 0).length")
-            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SCREENSHOTS / f"static-{page_path.stem}.png"))
+            page.on("requestfailed", lambda r: note(f"failed to load {r.url}: {r.failure}"))
+            page.on("response", lambda r: r.status >= 400 and note(f"{r.status} for {r.url}"))
+            page.on("console", lambda m: m.type in {"error", "warning"}
+                    and note(f"console {m.type}: {m.text}"))
+            page.on("pageerror", lambda exc: note(f"uncaught {exc}"))
+            for path in sorted(site.glob("*.html")):
+                current["name"] = path.name
+                page.goto(path.as_uri(), timeout=120_000, wait_until="load")
+                state = page.evaluate(MATH_STATE)
+                typeset[path.name] = state["typeset"]
+                if state["errors"] or state["fontErrors"] or state["brokenImages"]:
+                    note(f"{state}")
+                if state["untypeset"]:
+                    note(f"{state['untypeset']} blocks still show $...$ as text")
+                if state["typeset"] and state["smallest"] < 12:
+                    note(f"a formula is set in {state['smallest']:.1f} px type")
+                if path.stem == "04-scaling":
+                    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+                    page.screenshot(path=str(SCREENSHOTS / f"static-{path.stem}.png"))
         finally:
             browser.close()
-    assert not refused, f"the page tried to fetch: {refused}"
-    assert typeset > 0 and errors == 0, (typeset, errors)
-    assert broken_images == 0
+    assert not problems, "\n".join(problems)
+    # Every section with formulas shows them typeset (the index has the formula too).
+    assert typeset["00-index.html"] > 0 and typeset["04-scaling.html"] > 0, typeset
