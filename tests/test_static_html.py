@@ -192,15 +192,32 @@ def explorer_cells(nb):
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
-def test_explorer_cells_say_they_need_a_kernel_never_a_widget_repr(notebook, site):
+def test_explorer_cells_show_a_precomputed_explorer_never_a_widget_repr(notebook, site):
     text = (site / notebook.with_suffix(".html").name).read_text(encoding="utf-8")
     nb = nbformat.read(notebook, as_version=4)
     assert "(children=" not in text, f"{notebook.name}: a widget's text repr is on the page"
-    notes = text.count(f'class="{build_html.NEEDS_KERNEL_CLASS}"')
-    assert notes == len(explorer_cells(nb)), (notes, len(explorer_cells(nb)))
-    if notes:
+    players = text.count('<div class="course-static-explorer"')
+    assert players == len(explorer_cells(nb)), (players, len(explorer_cells(nb)))
+    if players:
         assert build_html.binder_url().replace("&", "&amp;") in text
         assert "<code>make lab</code>" in text
+
+
+def test_without_frames_explorer_cells_say_they_need_a_kernel():
+    nb = nbformat.read(ROOT / "notebooks" / "04-scaling.ipynb", as_version=4)
+    cleaned = build_html.drop_widget_state(nb, "https://binder.example/launch")
+    shown = [c for c in cleaned.cells if build_html.shows_explorer(c)]
+    assert shown
+    for cell in shown:
+        (output,) = cell.outputs
+        assert build_html.NEEDS_KERNEL_CLASS in output.data["text/html"]
+        assert "https://binder.example/launch" in output.data["text/html"]
+
+
+def test_the_whole_edition_stays_under_50_mb(site):
+    size = sum(p.stat().st_size for p in site.rglob("*") if p.is_file())
+    print(f"\n[static edition] {size / 1e6:.1f} MB in {site}")
+    assert size < 50e6, f"the static edition is {size / 1e6:.1f} MB"
 
 
 # Every load of the pages, whatever its scheme (file:// included), must succeed; these
@@ -274,3 +291,70 @@ def test_every_page_loads_everything_and_typesets_its_maths_offline(site, requir
     assert not problems, "\n".join(problems)
     # Every section with formulas shows them typeset (the index has the formula too).
     assert typeset["00-index.html"] > 0 and typeset["04-scaling.html"] > 0, typeset
+
+
+# For one player: its first control moved, position by position, until the image changes
+# (a learner's slide); resolves to what changed and how long that move took.
+MOVE = r"""async (root) => {
+  const data = JSON.parse(root.querySelector('.cse-data').textContent);
+  const input = root.querySelector('[data-control="0"]');
+  const img = root.querySelector('.cse-image'), readout = root.querySelector('.cse-readout');
+  const before = [img.src, readout.innerHTML];
+  const count = data.controls[0].labels.length, start = data['default'][0];
+  for (let step = 1; step < count; step++) {
+    const t0 = performance.now();
+    if (input.type === 'checkbox') { input.checked = !input.checked; }
+    else { input.value = String((start + step) % count); }
+    input.dispatchEvent(new Event('input'));
+    await img.decode();
+    const ms = performance.now() - t0;
+    if (img.src !== before[0]) {
+      return {ms, image: true, readout: readout.innerHTML !== before[1],
+              readoutCanChange: data.readouts.length > 1, shows: img.naturalWidth > 0,
+              name: input.closest('label').textContent.trim()};
+    }
+  }
+  return {ms: 0, image: false, readout: false, readoutCanChange: false, shows: false,
+          name: input.closest('label').textContent.trim()};
+}"""
+
+
+def test_every_precomputed_explorer_moves_in_a_browser(site, requires_browser):
+    """On file://, with no kernel and no network: moving a slider changes image and read-out."""
+    from conftest import CHROMIUM_ARGS, SCREENSHOTS
+    from playwright.sync_api import sync_playwright
+
+    problems, latencies, moved = [], [], 0
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=requires_browser, args=CHROMIUM_ARGS,
+                                    timeout=120_000)
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 1400})
+            page.route("**/*", lambda route: route.abort()
+                       if route.request.url.startswith(("http:", "https:"))
+                       else route.continue_())
+            page.on("pageerror", lambda exc: problems.append(f"uncaught {exc}"))
+            for nb in NOTEBOOKS:
+                path = site / nb.with_suffix(".html").name
+                page.goto(path.as_uri(), timeout=120_000, wait_until="load")
+                players = page.locator(".course-static-explorer")
+                for k in range(players.count()):
+                    result = page.evaluate(MOVE, players.nth(k).element_handle())
+                    latencies.append(result["ms"])
+                    where = f"{path.name} player {k} ({result['name'][:40]})"
+                    if not (result["image"] and result["shows"]):
+                        problems.append(f"{where}: the image did not change")
+                    if result["readoutCanChange"] and not result["readout"]:
+                        problems.append(f"{where}: the read-out did not change")
+                    moved += 1
+                    if k == 0 and nb.stem in {"07-causal-masking", "11-a-real-model"}:
+                        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+                        players.nth(k).screenshot(
+                            path=str(SCREENSHOTS / f"static-explorer-{nb.stem}.png"))
+        finally:
+            browser.close()
+    expected = sum(len(explorer_cells(nbformat.read(nb, as_version=4))) for nb in NOTEBOOKS)
+    assert moved == expected and moved > 0, (moved, expected)
+    assert not problems, "\n".join(problems)
+    print(f"\n[static explorers] {moved} moved; in-page latency median "
+          f"{sorted(latencies)[len(latencies) // 2]:.0f} ms, max {max(latencies):.0f} ms")

@@ -11,9 +11,10 @@ The pages read offline with no kernel and fetch nothing from the network:
   default would load MathJax 2 from a CDN;
 * require.js, mermaid and the widget renderer (which nbconvert's ``lab`` template loads
   from a CDN) are left out, and so is any live-widget state a notebook still holds. Where a
-  notebook calls an explorer, the page says that the explorer needs a kernel (with the
-  Binder link and ``make lab``) instead of the widget's text description
-  ("VBox(children=..."): the static figure of its default state is drawn just above it;
+  notebook calls an explorer, the page shows instead of the widget's text description
+  ("VBox(children=...") a precomputed explorer: its main controls as plain HTML sliders
+  moving frames computed at build time (tools/static_explorers.py), with a note that typed
+  inputs need a kernel (Binder link, ``make lab``); with ``--no-frames``, only that note;
 * links between notebooks (``03-scores.ipynb``) are rewritten to the pages
   (``03-scores.html``), and ``index.html`` is the course map (a copy of 00-index.html).
 
@@ -178,14 +179,34 @@ def needs_kernel_html(url):
             "repository.</div>")
 
 
-def drop_widget_state(nb, url=None):
-    """Remove live-widget state; an explorer's outputs become the needs-a-kernel note."""
+def load_tool(name):
+    spec = importlib.util.spec_from_file_location(f"course_{name}", ROOT / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def players(nb, url):
+    """{cell index: the HTML of a precomputed explorer} for the explorer cells of ``nb``."""
+    static = load_tool("static_explorers")
+    out = {}
+    for number, (i, explorer) in enumerate(sorted(static.build_explorers(nb).items())):
+        name = static.explorer_name(nb.cells[i].source)
+        out[i] = static.player_html(static.record_frames(name, explorer), number, url)
+    return out
+
+
+def drop_widget_state(nb, url=None, frames=None):
+    """Remove live-widget state; an explorer's outputs become its precomputed player (from
+    ``frames``, {cell index: HTML}) or else the needs-a-kernel note."""
     nb.metadata.pop("widgets", None)
     url = url or binder_url()
-    for cell in nb.cells:
+    frames = frames or {}
+    for i, cell in enumerate(nb.cells):
         if shows_explorer(cell):
+            shown = frames.get(i) or needs_kernel_html(url)
             cell.outputs = [nbformat.v4.new_output(
-                "display_data", data={"text/html": needs_kernel_html(url),
+                "display_data", data={"text/html": shown,
                                       "text/plain": "This explorer needs a running kernel."})]
             continue
         for output in cell.get("outputs", []):
@@ -202,7 +223,7 @@ def page_name(notebook):
     return Path(notebook).with_suffix(".html").name
 
 
-def build(out=DEFAULT_OUT, notebooks_dir=ROOT / "notebooks", quiet=False):
+def build(out=DEFAULT_OUT, notebooks_dir=ROOT / "notebooks", quiet=False, frames=True):
     """Render every notebook in ``notebooks_dir`` into ``out``; return the page paths."""
     out = Path(out)
     notebooks = sorted(Path(notebooks_dir).glob("*.ipynb"))
@@ -216,11 +237,16 @@ def build(out=DEFAULT_OUT, notebooks_dir=ROOT / "notebooks", quiet=False):
     exp = exporter()
     url = binder_url()
     pages = []
+    script = load_tool("static_explorers").PLAYER_SCRIPT
     for path in notebooks:
-        nb = drop_widget_state(nbformat.read(path, as_version=4), url)
+        nb = nbformat.read(path, as_version=4)
+        made = players(nb, url) if frames else {}
+        nb = drop_widget_state(nbformat.read(path, as_version=4), url, made)
         body, _ = exp.from_notebook_node(
             nb, resources={"metadata": {"name": path.stem, "path": str(path.parent)},
                            "course_mathjax_url": MATHJAX_URL, "mathjax_config": MATHJAX_CONFIG})
+        if made:
+            body = body.replace("</body>", f"{script}\n</body>", 1)
         page = out / page_name(path.name)
         page.write_text(rewrite_links(body), encoding="utf-8")
         pages.append(page)
@@ -242,8 +268,10 @@ def main(argv=None):
     parser.add_argument("--notebooks", type=Path, default=ROOT / "notebooks",
                         help="folder of notebooks (default: notebooks/)")
     parser.add_argument("-q", "--quiet", action="store_true")
+    parser.add_argument("--no-frames", action="store_true",
+                        help="no precomputed explorers (faster): a needs-a-kernel note instead")
     args = parser.parse_args(argv)
-    build(args.out, args.notebooks, quiet=args.quiet)
+    build(args.out, args.notebooks, quiet=args.quiet, frames=not args.no_frames)
     return 0
 
 
