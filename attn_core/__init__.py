@@ -10,16 +10,24 @@ The maths modules are pure numpy and never print or plot:
 * :mod:`attn_core.cost`      -- cells, FLOPs, bytes and timing of attention
 * :mod:`attn_core.examples`  -- the article's inputs and seeded random inputs
 * :mod:`attn_core.errata`    -- the article's printed numbers beside the computed ones
-* :mod:`attn_core.encoder`   -- a BERT-style encoder's forward pass built on the above
-* :mod:`attn_core.head_roles` -- scores for recognisable head patterns (previous token, ...)
 
-:mod:`attn_core.pretrained` reads a real trained model (all-MiniLM-L6-v2) into
-:mod:`attn_core.encoder`: import it by name (it needs ``safetensors`` and ``tokenizers``).
+Four subpackages build on them, each importing only downwards (maths <- model <- figures
+<- explorers; checks use the maths and the model):
 
-The figures live in :mod:`attn_core.plots` and :mod:`attn_core.model_plots` (matplotlib),
-the slider explorers in :mod:`attn_core.widgets` and :mod:`attn_core.model_explorer` (the
-only modules that import ipywidgets) and the exercise self-checks in
-:mod:`attn_core.checks`; import those modules by name.
+* :mod:`attn_core.model`     -- a real pretrained model: ``model.encoder`` (a BERT-style
+  forward pass built on the maths above), ``model.pretrained`` (reads all-MiniLM-L6-v2's
+  files into it; needs ``safetensors`` and ``tokenizers``), ``model.head_roles`` (scores
+  for recognisable head patterns)
+* :mod:`attn_core.figures`   -- the figures (matplotlib), one module per family of figure
+  (``heatmaps``, ``products``, ``bars``, ..., ``model_panels``), shared helpers in
+  ``figures.base``
+* :mod:`attn_core.explorers` -- the slider explorers (the only modules that import
+  ipywidgets), one module per explorer, the shared ``Explorer`` class in ``explorers.base``
+* :mod:`attn_core.checks`    -- the exercises' self-checks, one module per notebook
+
+Import those by name: ``from attn_core.figures import heatmap``,
+``from attn_core.explorers import scaling_explorer``,
+``from attn_core.model.pretrained import load_model``.
 """
 
 from . import errata, examples

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import ipywidgets as W  # noqa: E402
 import numpy as np  # noqa: E402
 
-from attn_core import model_explorer, widgets  # noqa: E402
+from attn_core import explorers  # noqa: E402
 
 CHANGES = 20
 NAIVE_REPEAT = 3
@@ -59,18 +59,18 @@ def sweep(widget, count=CHANGES):
 
 def setups():
     """(name, explorer, {label: control widget, or (control widget, values to set)})."""
-    lab = widgets.worked_example_lab()
+    lab = explorers.worked_example_lab()
     c = lab.controls
     yield "worked_example_lab", lab, {
         "Q[0,0]": c["Q[0,0]"], "V[2,1]": c["V[2,1]"], "matrix": c["matrix"], "row": c["row"],
         "col": c["col"],
     }
-    ex = widgets.scaling_explorer()
+    ex = explorers.scaling_explorer()
     yield "scaling_explorer", ex, {"d_k": ex.controls["d_k"], "scaled": ex.controls["scaled"]}
-    ex = widgets.softmax_explorer()
+    ex = explorers.softmax_explorer()
     yield "softmax_explorer", ex, {"score 0": ex.controls["score 0"],
                                    "temperature": ex.controls["temperature"]}
-    ex = widgets.mask_explorer()
+    ex = explorers.mask_explorer()
     c = ex.controls
     controls = {"n": c["n"], "kind": c["kind"], "apply": c["apply"]}
     yield "mask_explorer", ex, controls
@@ -81,14 +81,14 @@ def setups():
     yield "mask_explorer", ex, {"window": c["window"]}
     c["kind"].value = "custom"
     yield "mask_explorer", ex, {"custom[4,2]": ex.cell_buttons[4, 2]}
-    ex = widgets.heads_explorer()
+    ex = explorers.heads_explorer()
     yield "heads_explorer", ex, {"h": ex.controls["h"], "d_model": ex.controls["d_model"]}
-    ex = widgets.cost_explorer()
+    ex = explorers.cost_explorer()
     yield "cost_explorer", ex, {"n": ex.controls["n"], "dtype": ex.controls["dtype"]}
-    ex = widgets.tiling_explorer()
+    ex = explorers.tiling_explorer()
     yield "tiling_explorer", ex, {"step": ex.controls["step"], "block": ex.controls["block"],
                                   "causal": ex.controls["causal"]}
-    ex = model_explorer.model_explorer()
+    ex = explorers.model_explorer()
     c = ex.controls
     yield "model_explorer", ex, {"layer": c["layer"], "head": c["head"], "query": c["query"]}
     # A new sentence runs the model and draws new labels: timed apart, not in the goal.

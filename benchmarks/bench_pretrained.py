@@ -3,7 +3,7 @@
 For sentences of n = 12 (the course's sentence), ~64 and ~256 word pieces, one forward pass
 of all-MiniLM-L6-v2 that returns every layer's attention weights:
 
-* ``numpy``: attn_core.encoder.encoder_forward (what the notebook and its explorer run);
+* ``numpy``: attn_core.model.encoder.encoder_forward (what the notebook and its explorer run);
 * ``numpy, tanh GELU`` is not offered: the model uses the exact (erf) GELU, and so do we;
 * ``transformers``: BertModel (eager attention, output_attentions=True, torch.no_grad), the
   peer the cross-check compares with, loaded from the same files.
@@ -39,7 +39,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
 
-from attn_core import encoder, pretrained  # noqa: E402
+from attn_core.model import encoder, pretrained  # noqa: E402
 from attn_core.examples import SENTENCE  # noqa: E402, F401  (the article's sentence)
 
 THREADS = 2

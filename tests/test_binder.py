@@ -182,10 +182,8 @@ def test_fresh_binder_environment_runs_the_launch_notebook(repo_copy, tmp_path, 
     # attn_core is the editable install of the copy, the explorers import, and the
     # pretrained model loads (its SHA-256 checked) with no PyTorch in the environment.
     probe = subprocess.run(
-        [str(py), "-c", "import importlib, importlib.util, attn_core; "
-         "importlib.import_module('attn_core.explorers' if importlib.util.find_spec("
-         "'attn_core.explorers') else 'attn_core.widgets'); "
-         "from attn_core.pretrained import load_model; "
+        [str(py), "-c", "import importlib.util, attn_core, attn_core.explorers; "
+         "from attn_core.model.pretrained import load_model; "
          "run = load_model().run('The animal crossed the road because it was tired.'); "
          "assert importlib.util.find_spec('torch') is None, 'torch in the Binder image'; "
          "print(attn_core.__file__); print(run.attentions.shape)"],

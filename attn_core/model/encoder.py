@@ -1,7 +1,7 @@
 """A BERT-style encoder's forward pass in numpy, built on :func:`multi_head_attention`.
 
-Pure maths: the weights come in as arrays (see :mod:`attn_core.pretrained` for reading a
-real model's files) and nothing here reads files, prints or plots. Conventions are the
+Pure maths: the weights come in as arrays (see :mod:`attn_core.model.pretrained` for
+reading a real model's files) and nothing here reads files, prints or plots. Conventions are the
 course's: row vectors, ``y = x @ w + b`` with ``w`` of shape ``(d_in, d_out)``, leading
 batch axes ``...`` everywhere.
 
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import erf
 
-from ._validate import as_float_array, check_positive_int
-from .multihead import multi_head_attention
+from .._validate import as_float_array, check_positive_int
+from ..multihead import multi_head_attention
 
 __all__ = [
     "EncoderOutput",

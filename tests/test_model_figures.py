@@ -1,4 +1,4 @@
-"""attn_core.model_plots: the real model's figures show exactly the weights given, label
+"""attn_core.figures.model_*: the real model's figures show exactly the weights given, label
 every piece once, outline the chosen query and head, and never overlap their labels.
 
 The weights come from the real model (load_model, cached) and from seeded random arrays;
@@ -21,9 +21,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
-from attn_core import model_plots as mp  # noqa: E402
-from attn_core import plots  # noqa: E402
-from attn_core.pretrained import load_model  # noqa: E402
+from attn_core import figures  # noqa: E402
+from attn_core.figures import model_axes, model_base, model_head_maps  # noqa: E402
+from attn_core.model.pretrained import load_model  # noqa: E402
 
 SENTENCE = "The animal crossed the road because it was tired."
 LONG_SENTENCE = ("When the quick brown fox finally jumped over the extraordinarily lazy dog, "
@@ -94,10 +94,10 @@ def test_head_map_shows_the_heads_weights_and_every_piece(runs):
     it = run.index("it")
     for layer, head in ((1, 3), (4, 2), (6, 12)):
         w = run.attentions[layer - 1, head - 1]
-        art = mp.head_map(w, run.pieces, query=it, title=f"layer {layer}, head {head}")
-        np.testing.assert_array_equal(mp.image_values(art), w)
+        art = figures.head_map(w, run.pieces, query=it, title=f"layer {layer}, head {head}")
+        np.testing.assert_array_equal(figures.image_values(art), w)
         assert _labels(art.row_labels) == run.pieces == _labels(art.col_labels)
-        assert mp.outlined_query(art) == it == art.query
+        assert figures.outlined_query(art) == it == art.query
         assert art.title.get_text() == f"layer {layer}, head {head}"
         assert art.image.get_clim() == (0.0, 1.0) and art.image.cmap.name == "viridis"
         assert all(t.get_rotation() == 90 for t in art.col_labels)  # vertical key labels
@@ -107,38 +107,38 @@ def test_head_map_shows_the_heads_weights_and_every_piece(runs):
 
 def test_update_head_map_changes_in_place(runs):
     run = runs["default"]
-    art = mp.head_map(run.attentions[0, 0], run.pieces)
-    assert mp.outlined_query(art) is None and not art.row_box.get_visible()
+    art = figures.head_map(run.attentions[0, 0], run.pieces)
+    assert figures.outlined_query(art) is None and not art.row_box.get_visible()
     image, n_texts = art.image, len(art.ax.texts)
-    mp.update_head_map(art, run.attentions[3, 1], "animal", title="L4 H2")
+    figures.update_head_map(art, run.attentions[3, 1], "animal", title="L4 H2")
     assert art.image is image and len(art.ax.texts) == n_texts  # nothing new was made
-    np.testing.assert_array_equal(mp.image_values(art), run.attentions[3, 1])
-    assert mp.outlined_query(art) == 2 and art.title.get_text() == "L4 H2"
-    mp.update_head_map(art, run.attentions[5, 11])  # None keeps the query and the title
-    assert mp.outlined_query(art) == 2 and art.title.get_text() == "L4 H2"
+    np.testing.assert_array_equal(figures.image_values(art), run.attentions[3, 1])
+    assert figures.outlined_query(art) == 2 and art.title.get_text() == "L4 H2"
+    figures.update_head_map(art, run.attentions[5, 11])  # None keeps the query and the title
+    assert figures.outlined_query(art) == 2 and art.title.get_text() == "L4 H2"
     with pytest.raises(ValueError, match=r"weights must be \(12, 12\)"):
-        mp.update_head_map(art, np.eye(3))
+        figures.update_head_map(art, np.eye(3))
 
 
 def test_head_map_refuses_bad_input():
     with pytest.raises(ValueError, match="weights must be square"):
-        mp.head_map(np.ones((2, 3)), ["a", "b"])
+        figures.head_map(np.ones((2, 3)), ["a", "b"])
     with pytest.raises(ValueError, match="pieces must have 2 entries"):
-        mp.head_map(np.eye(2), ["a", "b", "c"])
+        figures.head_map(np.eye(2), ["a", "b", "c"])
     with pytest.raises(TypeError, match="pieces must be a sequence"):
-        mp.head_map(np.eye(2), "ab")
+        figures.head_map(np.eye(2), "ab")
     with pytest.raises(ValueError, match="query 'x' is not one of the pieces"):
-        mp.head_map(np.eye(2), ["a", "b"], query="x")
+        figures.head_map(np.eye(2), ["a", "b"], query="x")
     with pytest.raises(ValueError, match="query must be a position from 0 to 1"):
-        mp.head_map(np.eye(2), ["a", "b"], query=2)
+        figures.head_map(np.eye(2), ["a", "b"], query=2)
     with pytest.raises(TypeError, match="query must be an int position or a piece"):
-        mp.head_map(np.eye(2), ["a", "b"], query=1.0)
+        figures.head_map(np.eye(2), ["a", "b"], query=1.0)
 
 
 def test_long_pieces_are_shortened_on_the_labels_only():
     pieces = ["[CLS]", "antidisestablishment", "[SEP]"]
-    art = mp.head_map(np.eye(3), pieces, query="antidisestablishment")
-    assert _labels(art.row_labels)[1] == plots.token_labels(pieces)[1] == "antidis…"
+    art = figures.head_map(np.eye(3), pieces, query="antidisestablishment")
+    assert _labels(art.row_labels)[1] == figures.token_labels(pieces)[1] == "antidis…"
     assert art.pieces == pieces and art.query == 1
 
 
@@ -148,20 +148,20 @@ def test_long_pieces_are_shortened_on_the_labels_only():
 def test_every_head_row_r_is_that_heads_row_for_the_query(runs):
     run = runs["default"]
     for query in (run.index("it"), 0, run.n - 1):
-        art = mp.query_in_every_head(run.attentions, query, run.pieces, selected=(4, 2))
-        rows = mp.every_head_rows(art)
+        art = figures.query_in_every_head(run.attentions, query, run.pieces, selected=(4, 2))
+        rows = figures.every_head_rows(art)
         assert rows.shape == (6 * 12, run.n)
         for layer, head in itertools.product(range(6), range(12)):
             np.testing.assert_array_equal(rows[layer * 12 + head],
                                           run.attentions[layer, head, query])
-        assert mp.selected_head(art) == (4, 2)
+        assert figures.selected_head(art) == (4, 2)
         assert _labels(art.col_labels) == run.pieces
         plt.close(art.ax.figure)
 
 
 def test_every_head_labels_count_from_one(runs):
     run = runs["default"]
-    art = mp.query_in_every_head(run.attentions, "it", run.pieces)
+    art = figures.query_in_every_head(run.attentions, "it", run.pieces)
     assert _labels(art.layer_labels) == [f"layer {k}" for k in range(1, 7)]
     numbers = [int(t.get_text()) for t in art.head_labels]
     rows = [int(round(t.get_position()[1])) for t in art.head_labels]
@@ -169,32 +169,33 @@ def test_every_head_labels_count_from_one(runs):
     assert min(numbers) == 1 and max(numbers) <= 12
     assert set(numbers) >= {1, 3, 5, 7, 9, 11}  # at least every second head is numbered
     assert art.title.get_text() == "row of 'it' (piece 8) in every head"
-    assert mp.selected_head(art) is None and not art.outline.get_visible()
+    assert figures.selected_head(art) is None and not art.outline.get_visible()
 
 
 def test_update_every_head_moves_the_outline_and_follows_the_query(runs):
     run = runs["default"]
-    art = mp.query_in_every_head(run.attentions, 1, run.pieces, selected=(1, 1))
+    art = figures.query_in_every_head(run.attentions, 1, run.pieces, selected=(1, 1))
     image = art.image
     for (layer, head), query in zip([(6, 12), (3, 7), (1, 1)], [7, 2, 11]):
-        mp.update_query_in_every_head(art, run.attentions, query, selected=(layer, head))
+        figures.update_query_in_every_head(art, run.attentions, query, selected=(layer, head))
         assert art.image is image
-        assert mp.selected_head(art) == (layer, head)
-        np.testing.assert_array_equal(mp.every_head_rows(art)[(layer - 1) * 12 + head - 1],
+        assert figures.selected_head(art) == (layer, head)
+        np.testing.assert_array_equal(figures.every_head_rows(art)[(layer - 1) * 12 + head - 1],
                                       run.attentions[layer - 1, head - 1, query])
-        assert art.title.get_text() == f"row of {run.pieces[query]!r} (piece {query + 1}) in every head"
+        title = f"row of {run.pieces[query]!r} (piece {query + 1}) in every head"
+        assert art.title.get_text() == title
     for bad, match in (((0, 1), "layer must be from 1 to 6"),
                        ((1, 13), "head must be from 1 to 12")):
         with pytest.raises(ValueError, match=match):
-            mp.update_query_in_every_head(art, run.attentions, 1, selected=bad)
+            figures.update_query_in_every_head(art, run.attentions, 1, selected=bad)
     with pytest.raises(ValueError, match="attentions must have the shape drawn"):
-        mp.update_query_in_every_head(art, run.attentions[:, :, :3, :3], 1)
+        figures.update_query_in_every_head(art, run.attentions[:, :, :3, :3], 1)
 
 
 def test_a_fixed_title_stays_and_is_not_redrawn():
     a = _random_attentions(2, 3, 4)
-    art = mp.query_in_every_head(a, 1, list("abcd"), title="fixed")
-    mp.update_query_in_every_head(art, a, 2)
+    art = figures.query_in_every_head(a, 1, list("abcd"), title="fixed")
+    figures.update_query_in_every_head(art, a, 2)
     assert art.title.get_text() == "fixed" and art.title not in art.dynamic
 
 
@@ -214,7 +215,7 @@ def test_role_scores_writes_every_value_readably():
 
     scores = np.random.default_rng(3).random((6, 12))  # spread over 0..1
     scores[0, 2] = 1.0
-    art = mp.role_scores(scores, "a score", baseline=1 / 12, threshold=0.5)
+    art = figures.role_scores(scores, "a score", baseline=1 / 12, threshold=0.5)
     hm = art.heatmap
     for (l, h), value in np.ndenumerate(scores):
         text = hm.texts[l, h]
@@ -236,12 +237,12 @@ def test_role_scores_writes_every_value_readably():
 
 
 def test_role_scores_without_baseline_or_threshold():
-    art = mp.role_scores([[0.2, 0.4]], "plain")
+    art = figures.role_scores([[0.2, 0.4]], "plain")
     assert art.found == [] and art.baseline_line is None and art.heatmap.ax.get_title() == "plain"
     with pytest.raises(ValueError, match=r"scores must have shape \(layers, heads\)"):
-        mp.role_scores([0.1, 0.2], "x")
+        figures.role_scores([0.1, 0.2], "x")
     with pytest.raises(TypeError, match="title must be a str"):
-        mp.role_scores([[0.1]], None)
+        figures.role_scores([[0.1]], None)
 
 
 # --- the explorer's figure ------------------------------------------------------------------
@@ -250,7 +251,7 @@ def test_role_scores_without_baseline_or_threshold():
 def test_explorer_figure_is_a_plain_figure_of_the_chosen_head(runs):
     run = runs["default"]
     before = plt.get_fignums()
-    fig = mp.explorer_figure(run, 4, 2, "it")
+    fig = figures.explorer_figure(run, 4, 2, "it")
     assert plt.get_fignums() == before  # not registered with pyplot
     assert isinstance(fig, Figure) and isinstance(fig.canvas, FigureCanvasAgg)
     map_ax, every_ax = fig.axes[0], fig.axes[1]
@@ -266,20 +267,20 @@ def test_explorer_figure_is_a_plain_figure_of_the_chosen_head(runs):
 
 def test_explorer_panels_update_in_place(runs):
     run = runs["default"]
-    art = mp.explorer_panels(run.attentions, run.pieces, 1, 1, "it")
+    art = figures.explorer_panels(run.attentions, run.pieces, 1, 1, "it")
     images = [art.head_map.image, art.every_head.image]
     for layer, head, query in ((2, 5, 3), (6, 12, 0), (1, 1, 11)):
-        mp.update_explorer_panels(art, run.attentions, layer, head, query)
+        figures.update_explorer_panels(art, run.attentions, layer, head, query)
         assert [art.head_map.image, art.every_head.image] == images
-        np.testing.assert_array_equal(mp.image_values(art.head_map),
+        np.testing.assert_array_equal(figures.image_values(art.head_map),
                                       run.attentions[layer - 1, head - 1])
-        assert mp.outlined_query(art.head_map) == query
-        assert mp.selected_head(art.every_head) == (layer, head)
+        assert figures.outlined_query(art.head_map) == query
+        assert figures.selected_head(art.every_head) == (layer, head)
         assert art.head_map.title.get_text() == f"layer {layer}, head {head}"
     with pytest.raises(ValueError, match="head must be from 1 to 12"):
-        mp.update_explorer_panels(art, run.attentions, 1, 13, 0)
+        figures.update_explorer_panels(art, run.attentions, 1, 13, 0)
     with pytest.raises(TypeError, match="layer must be an int"):
-        mp.update_explorer_panels(art, run.attentions, 1.5, 1, 0)
+        figures.update_explorer_panels(art, run.attentions, 1.5, 1, 0)
 
 
 # --- labels never overlap ----------------------------------------------------------------
@@ -289,19 +290,19 @@ def test_explorer_panels_update_in_place(runs):
 def test_no_label_overlaps_in_any_figure(runs, name):
     run = runs[name]
     q = run.n // 2
-    assert_readable(mp.explorer_figure(run, 3, 7, q))
-    assert_readable(mp.head_map(run.attentions[0, 0], run.pieces, q, title="t").ax.figure)
-    assert_readable(mp.query_in_every_head(run.attentions, q, run.pieces,
-                                           selected=(1, 1)).ax.figure)
+    assert_readable(figures.explorer_figure(run, 3, 7, q))
+    assert_readable(figures.head_map(run.attentions[0, 0], run.pieces, q, title="t").ax.figure)
+    assert_readable(figures.query_in_every_head(run.attentions, q, run.pieces,
+                                                selected=(1, 1)).ax.figure)
 
 
 def test_forty_pieces_keep_every_label_at_a_readable_size(runs):
     run = runs["long"]
     assert run.n == 40
-    fig = mp.explorer_figure(run, 1, 1, 5)
+    fig = figures.explorer_figure(run, 1, 1, 5)
     art_texts = [t for t in fig.findobj(Text) if t.get_text() in run.pieces]
     assert len(art_texts) >= 3 * run.n  # every piece on both map axes and the image's keys
-    assert min(t.get_fontsize() for t in art_texts) >= mp.FONT_MIN
+    assert min(t.get_fontsize() for t in art_texts) >= model_base.FONT_MIN
     width = fig.get_size_inches()[0] * fig.dpi
     assert width <= 960  # still fits a laptop screen
 
@@ -311,20 +312,21 @@ def test_worst_case_labels_never_overlap(n, longest):
     """Wide letters, the longest label kept whole, up to the explorer's 64 pieces."""
     pieces = ["[CLS]"] + [("W" * longest)[: 1 + k % longest] for k in range(n - 2)] + ["[SEP]"]
     a = _random_attentions(6, 12, n, seed=n)
-    fig = Figure(dpi=mp.EXPLORER_DPI)
+    fig = Figure(dpi=model_base.EXPLORER_DPI)
     FigureCanvasAgg(fig)
-    art = mp.explorer_panels(a, pieces, 6, 12, n - 1, fig=fig)
+    art = figures.explorer_panels(a, pieces, 6, 12, n - 1, fig=fig)
     assert_readable(fig)
     shown = _labels(art.head_map.row_labels)
-    if n * (mp.LINE_EM * mp.FONT_MIN + mp.LABEL_GAP_PT) / 72 <= mp.MAP_MAX_IN:
-        assert shown == plots.token_labels(pieces)  # every label written
+    smallest_row_pt = model_base.LINE_EM * model_base.FONT_MIN + model_base.LABEL_GAP_PT
+    if n * smallest_row_pt / 72 <= model_base.MAP_MAX_IN:
+        assert shown == figures.token_labels(pieces)  # every label written
     else:  # too many for the largest map: every second one, still in order
-        assert shown == plots.token_labels(pieces)[::2]
+        assert shown == figures.token_labels(pieces)[::2]
 
 
 def test_text_widths_are_not_underestimated():
     """The margins are computed from _text_width_pt: it must cover the drawn width."""
-    for dpi in (72, mp.EXPLORER_DPI, 100):
+    for dpi in (72, model_base.EXPLORER_DPI, 100):
         fig = Figure(dpi=dpi)
         FigureCanvasAgg(fig)
         renderer = fig.canvas.get_renderer()
@@ -333,13 +335,14 @@ def test_text_widths_are_not_underestimated():
             for size in (6.5, 7.0, 8.0, 9.0):
                 box = fig.text(0, 0, text, fontsize=size).get_window_extent(renderer)
                 drawn = box.width * 72 / dpi  # points
-                assert mp._text_width_pt(text, size) >= drawn - 0.01, (text, size, dpi)
+                assert model_axes._text_width_pt(text, size) >= drawn - 0.01, (text, size, dpi)
 
 
 def test_fit_font_gives_room_for_each_label():
     for room in np.linspace(2.0, 30.0, 57):
-        size, stride = mp._fit_font(room)
-        assert mp.FONT_MIN <= size <= mp.FONT_MAX
-        assert stride * room >= mp.LINE_EM * size + mp.LABEL_GAP_PT - 1e-9
-        assert stride == 1 or (stride - 1) * room < mp.LINE_EM * size + mp.LABEL_GAP_PT
-    assert math.isclose(mp._map_side_in(12), 12 * mp.CELL_MAX_IN)
+        size, stride = model_axes._fit_font(room)
+        assert model_base.FONT_MIN <= size <= model_base.FONT_MAX
+        assert stride * room >= model_base.LINE_EM * size + model_base.LABEL_GAP_PT - 1e-9
+        needed = model_base.LINE_EM * size + model_base.LABEL_GAP_PT
+        assert stride == 1 or (stride - 1) * room < needed
+    assert math.isclose(model_head_maps._map_side_in(12), 12 * model_base.CELL_MAX_IN)

@@ -1,22 +1,22 @@
 """The model explorer: a real pretrained encoder's attention, one head and one query at a time.
 
-Type a sentence; the model (all-MiniLM-L6-v2, run by :mod:`attn_core.pretrained`) reads it
-once; then the ``layer`` and ``head`` sliders and the ``query`` menu only choose which of
-its stored attention weights to show:
+Type a sentence; the model (all-MiniLM-L6-v2, run by :mod:`attn_core.model.pretrained`)
+reads it once; then the ``layer`` and ``head`` sliders and the ``query`` menu only choose
+which of its stored attention weights to show:
 
-* left, the chosen head's map, the query's row outlined (:func:`model_plots.head_map`);
+* left, the chosen head's map, the query's row outlined
+  (:func:`~attn_core.figures.head_map`);
 * right, the query's row in every head at once, the chosen head outlined
-  (:func:`model_plots.query_in_every_head`);
+  (:func:`~attn_core.figures.query_in_every_head`);
 * below, HTML tables: the query's weights over the keys (top key highlighted), the chosen
   head's role scores beside those of a uniform head, and the forward pass's time.
 
-Speed follows :mod:`attn_core.widgets`: each sentence's figure is built and drawn once
-(its labels are the static background); a slider move redraws only the two images, the
-outlines and the titles over that background. Runs are cached by text, so the model never
+Speed follows :mod:`attn_core.explorers.base`: each sentence's figure is built and drawn
+once (its labels are the static background); a slider move redraws only the two images,
+the outlines and the titles over that background. Runs are cached by text, so the model never
 reads the same sentence twice.
 
-Like :mod:`attn_core.widgets`, this module imports ipywidgets (it builds on that module's
-:class:`~attn_core.widgets.Explorer`).
+Like every explorer, it builds on :class:`~attn_core.explorers.base.Explorer`.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ import ipywidgets as W
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from . import head_roles, model_plots, pretrained
-from .widgets import STYLE, Explorer, _Canvas, _row, _slider, _table, read_tables
+from .. import figures
+from ..model import head_roles, pretrained
+from .base import STYLE, Explorer, _Canvas, _row, _slider, _table, read_tables
 
 __all__ = ["ModelExplorer", "model_explorer", "piece_words", "role_table"]
 
@@ -68,13 +69,13 @@ def piece_words(pieces, word_ids):
 
     Pieces of one word (``"river"``, ``"##bank"``) all get the whole word; two pieces then
     carry the same word when the sentence repeats it or when a word was split, which is
-    what :func:`attn_core.head_roles.same_word_score` measures.
+    what :func:`attn_core.model.head_roles.same_word_score` measures.
 
     Parameters
     ----------
     pieces : sequence of n str
     word_ids : sequence of n int or None
-        As :class:`attn_core.pretrained.SentenceRun` gives them.
+        As :class:`attn_core.model.pretrained.SentenceRun` gives them.
 
     Returns
     -------
@@ -163,7 +164,7 @@ class ModelExplorer(Explorer):
         super().__init__()
         self.model = pretrained.load_model()  # ModelFilesError when the package is missing
         self.layers, self.heads = self.model.layers, self.model.heads
-        layer, head = model_plots.check_layer_head(layer, head, self.layers, self.heads)
+        layer, head = figures.check_layer_head(layer, head, self.layers, self.heads)
         if not isinstance(query, str):
             raise TypeError(f"query must be a word piece (str), got {type(query).__name__}")
         self.query_piece = query
@@ -200,7 +201,7 @@ class ModelExplorer(Explorer):
         if len(pieces) > MAX_PIECES:
             raise ValueError(f"the sentence has {len(pieces)} word pieces; this explorer shows "
                              f"at most {MAX_PIECES} (shorten it, or draw a longer text with "
-                             f"model_plots.head_map)")
+                             f"attn_core.figures.head_map)")
         with threadpool_limits(limits=MODEL_THREADS, user_api="blas"):
             run = self.model.run(text)
         self.model_runs += 1
@@ -242,13 +243,13 @@ class ModelExplorer(Explorer):
         """A new sentence: a new figure (new labels), new query options."""
         old = self.run
         self.run = run
-        self.canvas = _Canvas(model_plots.panels_layout(run.pieces).figsize, layout=None)
+        self.canvas = _Canvas(figures.panels_layout(run.pieces).figsize, layout=None)
         c = self.controls
         keep = None if old is None else old.pieces[c["query"].value]
         q = _default_query(run.pieces, keep, self.query_piece)
-        self.panels = model_plots.explorer_panels(run.attentions, run.pieces,
-                                                  c["layer"].value, c["head"].value, q,
-                                                  fig=self.canvas.figure)
+        self.panels = figures.explorer_panels(run.attentions, run.pieces,
+                                              c["layer"].value, c["head"].value, q,
+                                              fig=self.canvas.figure)
         self._busy = True
         try:
             c["query"].options = _query_options(run.pieces)
@@ -264,7 +265,7 @@ class ModelExplorer(Explorer):
         key = (run.text, layer, head, q)
         if key == self._last_key:
             return
-        model_plots.update_explorer_panels(self.panels, run.attentions, layer, head, q)
+        figures.update_explorer_panels(self.panels, run.attentions, layer, head, q)
         self.readout.value = self._readout(run, layer, head, q)
         self._show(self.canvas, self.panels.dynamic, static_key=run.text)
         self._last_key = key
@@ -322,16 +323,16 @@ class ModelExplorer(Explorer):
         return {
             "sentence": self.run.text,
             "pieces": list(self.run.pieces),
-            "weights": model_plots.image_values(hm),  # the (n, n) map
+            "weights": figures.image_values(hm),  # the (n, n) map
             "row_labels": [t.get_text() for t in hm.row_labels],
             "col_labels": [t.get_text() for t in hm.col_labels],
-            "query_row": model_plots.outlined_query(hm),
+            "query_row": figures.outlined_query(hm),
             "map_title": hm.title.get_text(),
-            "every_head": model_plots.image_values(every),
+            "every_head": figures.image_values(every),
             "every_col_labels": [t.get_text() for t in every.col_labels],
             "layer_labels": [t.get_text() for t in every.layer_labels],
             "head_labels": [t.get_text() for t in every.head_labels],
-            "selected": model_plots.selected_head(every),
+            "selected": figures.selected_head(every),
             "every_title": every.title.get_text(),
             "query_options": [label for label, _ in self.controls["query"].options],
             "row": tables["row"][0],
@@ -367,7 +368,7 @@ def model_explorer(sentence=DEFAULT_SENTENCE, layer=1, head=1, query="it"):
 
     Raises
     ------
-    attn_core.pretrained.ModelFilesError
+    attn_core.model.pretrained.ModelFilesError
         If the model's package is not installed (the message says how to install it).
     ValueError
         For an empty or too long sentence, or a layer or head out of range.

@@ -1,0 +1,64 @@
+"""The explorers: one call in a notebook gives controls wired to the maths and a figure.
+
+=====================  ==============================================================
+module                 explorer
+=====================  ==============================================================
+``base``               :class:`~attn_core.explorers.base.Explorer`, the base class: fast
+                       PNG canvas, red error box, HTML number tables (``read_tables``)
+``worked_example``     ``worked_example_lab``: edit Q, K, V; scores, weights, output
+``scaling``            ``scaling_explorer``: spread of the scores against d_k
+``softmax``            ``softmax_explorer``: one row of scores and a temperature
+``masks``              ``mask_explorer``: causal, padding, sliding-window, custom masks
+``heads``              ``heads_explorer``: the same input split into h heads
+``cost``               ``cost_explorer``: cells, FLOPs, bytes and time against n
+``tiling``             ``tiling_explorer``: flash attention's tiles, one step at a time
+``model``              ``model_explorer``: a real pretrained encoder, head by head
+=====================  ==============================================================
+
+Each explorer's factory and class are re-exported here, so a notebook's Try-it cell is
+``from attn_core.explorers import scaling_explorer``. The explorers are the only modules of
+:mod:`attn_core` that import ipywidgets; they compute with the maths modules and draw with
+:mod:`attn_core.figures`, nothing else.
+
+The model explorer is imported on first use (``explorers.model`` loads the encoder, which
+needs scipy: about half a second that the other notebooks need not spend).
+"""
+
+from .base import Explorer, read_tables
+from .cost import CostExplorer, cost_explorer
+from .heads import HeadsExplorer, heads_explorer
+from .masks import MaskExplorer, mask_explorer
+from .scaling import ScalingExplorer, scaling_explorer
+from .softmax import SoftmaxExplorer, softmax_explorer
+from .tiling import TilingExplorer, tiling_explorer
+from .worked_example import WorkedExampleLab, worked_example_lab
+
+__all__ = [
+    "CostExplorer",
+    "Explorer",
+    "HeadsExplorer",
+    "MaskExplorer",
+    "ModelExplorer",
+    "ScalingExplorer",
+    "SoftmaxExplorer",
+    "TilingExplorer",
+    "WorkedExampleLab",
+    "cost_explorer",
+    "heads_explorer",
+    "mask_explorer",
+    "model_explorer",
+    "read_tables",
+    "scaling_explorer",
+    "softmax_explorer",
+    "tiling_explorer",
+    "worked_example_lab",
+]
+
+
+def __getattr__(name):
+    """``ModelExplorer`` and ``model_explorer``, imported from ``explorers.model`` on first use."""
+    if name in ("ModelExplorer", "model_explorer"):
+        from . import model
+
+        return getattr(model, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

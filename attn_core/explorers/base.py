@@ -1,0 +1,359 @@
+"""What every explorer shares: the base class, the fast PNG canvas, the error box, the tables.
+
+Every explorer (one module each in :mod:`attn_core.explorers`) is a small subclass of
+:class:`Explorer` whose constructor is wrapped by a function of the same idea
+(``scaling_explorer()``, ``mask_explorer()``, ...). The object holds
+
+* ``.controls`` -- a dict, name -> ipywidget (sliders, dropdowns, number boxes, buttons);
+* ``.figure`` -- the matplotlib Figure (Agg, no pyplot manager), changed in place;
+* ``.image`` -- the ``ipywidgets.Image`` whose value is the PNG the learner sees;
+* ``.widget`` -- the container to display (the object also displays itself);
+* ``.errors`` -- every exception raised while updating (also shown in a red box);
+* ``.shown()`` -- what is on screen, read back from the artists and the HTML tables.
+
+Speed. A slider move must answer within about 50 ms. Re-drawing a figure from scratch
+costs hundreds of milliseconds on a small machine (most of it text layout), so:
+
+* the figure is built once, its layout is fixed after the first draw, and every update
+  changes artists in place (the ``update_*`` functions of :mod:`attn_core.figures`);
+* only the artists that change (images, bars, lines, outlines) are drawn again, over a
+  cached copy of the static background (axes, ticks, labels): "blitting";
+* the PNG is encoded from the Agg buffer by Pillow, as RGB with a fast zlib level;
+* numbers are shown in HTML tables (crisp, and nearly free), not as matplotlib text;
+* sliders send their value when released (``continuous_update=False``), so a drag never
+  queues stale redraws, and an update whose inputs did not change draws nothing.
+
+Maths comes only from :mod:`attn_core`; pictures only from :mod:`attn_core.figures`.
+The explorers are the only modules that import ipywidgets.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+import re
+import traceback
+
+import ipywidgets as W
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from PIL import Image
+
+from .. import figures
+
+__all__ = [
+    "DPI",
+    "Explorer",
+    "read_tables",
+]
+
+DPI = 80
+#: zlib level of the PNG (Pillow): 1 is several times faster than 6; files barely larger.
+PNG_COMPRESS_LEVEL = 1
+#: Labels of controls are never cut off.
+STYLE = {"description_width": "initial"}
+SLIDER_WIDTH = "420px"
+#: Format of the numbers in the HTML tables.
+TABLE_FMT = "{:.3f}"
+HIDDEN_TEXT = "?"
+
+_TABLE_CSS = (
+    "border-collapse:collapse;font-family:monospace;font-size:12px;margin:2px 10px 2px 0"
+)
+_CELL_CSS = "padding:1px 6px;text-align:right;border:1px solid #ddd"
+_HEAD_CSS = "padding:1px 6px;text-align:right;color:#555;font-weight:normal"
+_HIGHLIGHT_CSS = "background:#F5C97A;outline:2px solid #D55E00"
+_ERROR_CSS = (
+    "border:2px solid #D55E00;background:#FDEDE4;padding:6px 10px;font-family:monospace;"
+    "white-space:pre-wrap"
+)
+
+
+# --- fast figures: a fixed layout, a cached background, only changed artists drawn -------
+
+
+def _png(canvas):
+    """PNG bytes of the Agg canvas' current pixels, encoded by Pillow.
+
+    RGB (the figures are opaque: the alpha channel would only make the file larger and
+    slower to encode), zlib level ``PNG_COMPRESS_LEVEL``, no optimisation pass.
+    """
+    rgba = canvas.buffer_rgba()  # a (h, w, 4) uint8 memoryview of the Agg buffer
+    height, width = rgba.shape[:2]
+    image = Image.frombuffer("RGBA", (width, height), rgba, "raw", "RGBA", 0, 1).convert("RGB")
+    out = io.BytesIO()
+    image.save(out, format="PNG", compress_level=PNG_COMPRESS_LEVEL, optimize=False)
+    return out.getvalue()
+
+
+class _Canvas:
+    """A Figure on an Agg canvas that re-renders only its changing ("dynamic") artists.
+
+    The first render lets constrained layout place everything, then fixes the layout, so
+    nothing moves afterwards. The static part (axes, ticks, labels, colour bars) is drawn
+    once per ``static_key`` and kept as a pixel buffer; each frame restores it and draws
+    only the dynamic artists on top. A caller that changes static content (limits, tick
+    labels) must pass a new ``static_key``.
+    """
+
+    def __init__(self, figsize, dpi=DPI, layout="constrained"):
+        self.figure = Figure(figsize=figsize, dpi=dpi, layout=layout)
+        FigureCanvasAgg(self.figure)
+        self._backgrounds = {}
+        self._layout_fixed = layout is None  # None: the caller places the axes itself
+        self.full_draws = 0
+
+    def invalidate(self):
+        """Forget every cached background (after a change to static artists)."""
+        self._backgrounds.clear()
+
+    def fix_layout(self):
+        """Let constrained layout place everything once, then keep it (idempotent)."""
+        if not self._layout_fixed:
+            self.figure.get_layout_engine().execute(self.figure)
+            self.figure.set_layout_engine("none")
+            self._layout_fixed = True
+
+    def ensure_background(self, dynamic, static_key=None):
+        """Draw and keep the static part for ``static_key`` unless it is cached already.
+
+        Returns True when it had to draw (a full draw, the slow path).
+        """
+        self.fix_layout()
+        if static_key in self._backgrounds:
+            return False
+        shown = [a for a in dynamic if a.get_visible()]
+        for a in shown:
+            a.set_visible(False)
+        try:
+            self.figure.canvas.draw()
+        finally:
+            for a in shown:
+                a.set_visible(True)
+        self._backgrounds[static_key] = self.figure.canvas.copy_from_bbox(self.figure.bbox)
+        self.full_draws += 1
+        return True
+
+    def render(self, dynamic, static_key=None):
+        """Draw and return the PNG bytes; ``dynamic`` is a list of artists to draw on top."""
+        canvas = self.figure.canvas
+        if not self.ensure_background(dynamic, static_key):
+            canvas.restore_region(self._backgrounds[static_key])
+        renderer = canvas.get_renderer()
+        for a in dynamic:
+            if a.get_visible():
+                a.draw(renderer)
+        return _png(canvas)
+
+    def naive_png(self):
+        """What the inline backend does on every change: a full draw with a tight box."""
+        out = io.BytesIO()
+        self.figure.savefig(out, format="png", dpi=self.figure.dpi, bbox_inches="tight")
+        return out.getvalue()
+
+
+def _heatmap_dynamic(art):
+    items = [art.image, *art.highlights]
+    if art.mask_patch is not None:
+        items.append(art.mask_patch)
+    if art.texts is not None:
+        items.extend(t for t in art.texts.ravel() if t.get_visible())
+    return items
+
+
+def _bars_dynamic(art):
+    return [*art.bars.patches, *(t for t in art.value_texts if t.get_visible()),
+            *([art.sum_text] if art.sum_text.get_visible() else [])]
+
+
+def _marker_dynamic(art):
+    return [art.line, art.guide, art.marker, *([art.text] if art.text.get_visible() else [])]
+
+
+def _hide(*artists):
+    for a in artists:
+        a.set_visible(False)
+
+
+def _image_array(art):
+    """The values an image shows (masked cells keep their value, e.g. -inf)."""
+    return np.array(np.ma.getdata(art.image.get_array()), dtype=float)
+
+
+# --- HTML number tables ------------------------------------------------------------------
+
+
+def _fmt(value, fmt=TABLE_FMT):
+    if np.isneginf(value):
+        return figures.NEG_INF_TEXT
+    if np.isnan(value):
+        return ""
+    return fmt.format(value)
+
+
+def _table(name, matrix, *, row_labels=None, col_labels=None, highlight=(), hidden=(),
+           title=None, fmt=TABLE_FMT, bold_rows=()):
+    """An HTML table of numbers; ``highlight`` cells are shaded, ``hidden`` show ``?``."""
+    m = np.atleast_2d(np.asarray(matrix, dtype=float))
+    highlight, hidden = set(highlight), set(hidden)
+    head = ""
+    if col_labels is not None:
+        head = "<tr><th></th>" + "".join(
+            f'<th style="{_HEAD_CSS}">{html.escape(str(c))}</th>' for c in col_labels) + "</tr>"
+    rows = []
+    for i in range(m.shape[0]):
+        label = "" if row_labels is None else html.escape(str(row_labels[i]))
+        weight = "font-weight:bold;" if i in bold_rows else ""
+        cells = []
+        for j in range(m.shape[1]):
+            text = HIDDEN_TEXT if (i, j) in hidden else _fmt(m[i, j], fmt)
+            css = _CELL_CSS + (";" + _HIGHLIGHT_CSS if (i, j) in highlight else "")
+            cells.append(f'<td class="v" style="{weight}{css}">{text}</td>')
+        rows.append(f'<tr><th style="{_HEAD_CSS}">{label}</th>{"".join(cells)}</tr>')
+    caption = "" if title is None else (
+        f'<caption style="text-align:left;font-family:sans-serif;font-size:12px">'
+        f"{html.escape(title)}</caption>")
+    return (f'<table data-name="{name}" style="{_TABLE_CSS}">{caption}{head}'
+            f'{"".join(rows)}</table>')
+
+
+_TABLE_RE = re.compile(r'<table data-name="([^"]+)".*?</table>', re.S)
+_ROW_RE = re.compile(r"<tr>(.*?)</tr>", re.S)
+_CELL_RE = re.compile(r'<td class="v"[^>]*>(.*?)</td>', re.S)
+
+
+def _cell_value(text):
+    text = html.unescape(text).strip()
+    if text == figures.NEG_INF_TEXT:
+        return -math.inf
+    if text in ("", HIDDEN_TEXT):
+        return math.nan
+    return float(text.replace(",", ""))
+
+
+def read_tables(markup):
+    """Parse the number tables out of an explorer's HTML: ``{name: 2-D float array}``.
+
+    Hidden cells (``?``) read as NaN, ``−∞`` as ``-inf``.
+
+    Examples
+    --------
+    >>> read_tables(_table("w", [[0.25, 0.75]]))["w"]
+    array([[0.25, 0.75]])
+    """
+    found = {}
+    for match in _TABLE_RE.finditer(markup):
+        rows = [[_cell_value(c) for c in _CELL_RE.findall(r)]
+                for r in _ROW_RE.findall(match.group(0))]
+        found[match.group(1)] = np.array([r for r in rows if r], dtype=float)
+    return found
+
+
+def _text_of(markup):
+    """The visible text of a bit of HTML (tags dropped, entities decoded)."""
+    return html.unescape(re.sub(r"<[^>]+>", "", markup))
+
+
+def _row(*children, wrap=True):
+    return W.HBox(list(children), layout=W.Layout(flex_flow="row wrap" if wrap else "row",
+                                                  align_items="flex-start"))
+
+
+# --- the base class ----------------------------------------------------------------------
+
+
+class Explorer:
+    """Controls, a figure shown as a PNG, HTML read-outs, and visible errors.
+
+    Subclasses build their controls and figure, then call :meth:`_start`. Every change
+    of a control runs :meth:`_update` through :meth:`_guard`, which records any exception
+    in ``.errors``, shows it in a red box inside the widget (ipywidgets would only log
+    it), and raises it again.
+    """
+
+    title = "explorer"
+
+    def __init__(self):
+        self.controls = {}
+        self.errors = []
+        self.updates = 0
+        self.image = W.Image(format="png", layout=W.Layout(width="auto", height="auto"))
+        self.error_box = W.HTML(layout=W.Layout(display="none"))
+        self.widget = None
+        self._busy = False
+        self._last_key = None
+        self.canvas = None
+
+    # wiring
+    def _watch(self, *names):
+        for name in names:
+            self.controls[name].observe(self._on_change, names="value")
+
+    def _on_change(self, change=None):
+        if self._busy:  # a control is being changed by the explorer itself
+            return
+        self._guard(self._update)
+
+    def _guard(self, fn, *args):
+        try:
+            fn(*args)
+        except Exception as exc:
+            self._report(exc)
+            raise
+        if self.error_box.layout.display != "none":
+            self.error_box.value = ""
+            self.error_box.layout.display = "none"
+
+    def _report(self, exc):
+        self.errors.append(exc)
+        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        self.error_box.value = (
+            f'<div style="{_ERROR_CSS}"><b>This explorer hit an error; the figure above may '
+            f"be out of date.</b>\n{html.escape(detail)}</div>")
+        self.error_box.layout.display = ""
+
+    def _start(self, *rows):
+        self.widget = W.VBox([*rows, self.error_box])
+        self._guard(self._update)
+
+    # drawing
+    def _show(self, canvas, dynamic, static_key=None):
+        png = canvas.render(dynamic, static_key)
+        if png != self.image.value:
+            self.image.value = png
+
+    def _update(self):  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    # what tests and notebooks read
+    @property
+    def figure(self):
+        """The matplotlib Figure currently shown."""
+        return self.canvas.figure
+
+    @property
+    def png(self):
+        """The PNG bytes the learner currently receives."""
+        return bytes(self.image.value)
+
+    def naive_png(self):
+        """The same figure rendered the slow way (full draw, tight box), for benchmarks."""
+        return self.canvas.naive_png()
+
+    def shown(self):  # pragma: no cover - every subclass defines it
+        """What is on screen, read back from the artists and the HTML."""
+        raise NotImplementedError
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def __repr__(self):
+        return f"<{type(self).__name__}: {', '.join(self.controls)}>"
+
+
+def _slider(cls, description, **kwargs):
+    return cls(description=description, style=STYLE, layout=W.Layout(width=SLIDER_WIDTH),
+               continuous_update=False,
+               **kwargs)
