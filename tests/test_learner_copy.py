@@ -180,3 +180,22 @@ def test_a_learner_uses_the_course_then_tests_pass_and_git_pull_goes_through(tmp
     assert "my own note" in "".join(mine["cells"][-1]["source"])
     assert "A correction from the course." not in json.dumps(mine)
     assert git(learner, "status", "--porcelain") == ""
+
+
+@pytest.mark.slow
+def test_the_working_copy_runs_and_its_links_resolve(tmp_path):
+    """In my-notebooks/, attn_core imports (the kernel starts there) and every link between
+    notebooks points to a file beside it."""
+    from nbclient import NotebookClient
+
+    work = tmp_path / "my-notebooks"
+    my_notebooks.sync(ROOT / "notebooks", work)
+    for path in sorted(work.glob("*.ipynb")):
+        for target in re.findall(r"\]\(([\w.-]+\.ipynb)(?:#[^)]*)?\)", path.read_text()):
+            assert (work / target).is_file(), f"{path.name} links to missing {target}"
+    nb = nbformat.read(work / "00-index.ipynb", as_version=4)
+    NotebookClient(nb, timeout=120, kernel_name="python3",
+                   resources={"metadata": {"path": str(work)}}).execute()
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                      for o in c.outputs)
+    assert "attn_core" in printed and "is ready" in printed, printed
