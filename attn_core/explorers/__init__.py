@@ -12,6 +12,7 @@ module                 explorer
 ``heads``              ``heads_explorer``: the same input split into h heads
 ``cost``               ``cost_explorer``: cells, FLOPs, bytes and time against n
 ``tiling``             ``tiling_explorer``: flash attention's tiles, one step at a time
+``training``           ``training_explorer``: a training run's loss and attention map, step by step
 ``model``              ``model_explorer``: a real pretrained encoder, head by head
 =====================  ==============================================================
 
@@ -31,6 +32,7 @@ from .masks import MaskExplorer, mask_explorer
 from .scaling import ScalingExplorer, scaling_explorer
 from .softmax import SoftmaxExplorer, softmax_explorer
 from .tiling import TilingExplorer, tiling_explorer
+from .training import TrainingExplorer, training_explorer
 from .worked_example import WorkedExampleLab, worked_example_lab
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "ScalingExplorer",
     "SoftmaxExplorer",
     "TilingExplorer",
+    "TrainingExplorer",
     "WorkedExampleLab",
     "cost_explorer",
     "heads_explorer",
@@ -51,6 +54,7 @@ __all__ = [
     "scaling_explorer",
     "softmax_explorer",
     "tiling_explorer",
+    "training_explorer",
     "worked_example_lab",
 ]
 

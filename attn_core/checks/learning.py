@@ -1,0 +1,135 @@
+"""Exercise checks for notebook 12, learning attention: backward passes and what training shows.
+
+Every expected answer is computed here with attn_core from the exercise's inputs; the hints
+name the mistake, never the answer.
+"""
+
+import numpy as np
+
+from ..attention import attention
+from ..gradients import attention_backward, softmax_backward
+from ..softmax import softmax
+from ..training import init_gradient_norms
+from ._base import check_array, check_choice, is_unanswered, not_yet, right, unanswered
+
+__all__ = ["check_grad_v", "check_my_softmax_backward", "check_order_question",
+           "check_what_shrinks"]
+
+SEED = 1212
+
+
+def _cases():
+    """Inputs that catch the usual slips: a batch, a saturated row, a fully masked row."""
+    g = np.random.default_rng(SEED)
+    batch = softmax(g.standard_normal((2, 3, 5)))  # (2, 3, 5): rows sum to 1
+    saturated = softmax(np.array([12.0, 0.0, -3.0, 1.0]))  # one weight near 1
+    masked = np.zeros(4)  # a query that may attend to nothing
+    return [(batch, g.standard_normal(batch.shape)), (saturated, g.standard_normal(4)),
+            (masked, g.standard_normal(4))]
+
+
+def check_my_softmax_backward(fn):
+    """Check a learner's ``fn(p, grad_p)``: the gradient w.r.t. the softmax's input.
+
+    ``fn`` is called on a batch of rows, a saturated row and an all-zero (fully masked) row
+    and compared with :func:`~attn_core.softmax_backward`; the learner's code never sees the
+    expected values.
+    """
+    hint = ("for each row, the gradient of score j is p_j times (g_j minus the p-weighted "
+            "average of g over that row); no Jacobian matrix is needed.")
+    if is_unanswered(fn):
+        return unanswered(hint)
+    if not callable(fn):
+        return not_yet(f"pass your function itself (its name, without brackets). {hint}")
+    for p, g in _cases():
+        expected = softmax_backward(p, g)
+        try:
+            got = np.asarray(fn(p.copy(), g.copy()), dtype=float)
+        except Exception as exc:  # the learner's code may fail in any way
+            return not_yet(f"your function raised {type(exc).__name__}: {exc}. {hint}")
+        if got.shape != expected.shape:
+            return not_yet(f"for input of shape {p.shape} your function returned shape "
+                           f"{got.shape}; the gradient has the shape of the scores. {hint}")
+        if np.allclose(got, expected, atol=1e-8):
+            continue
+        if np.allclose(got, p * g, atol=1e-8):
+            return not_yet("you multiplied by p but did not subtract the weighted average "
+                           "of g: every score also changes every other weight.")
+        if np.allclose(got, -expected, atol=1e-8):
+            return not_yet("the sign is flipped: it is g minus the average, not the average "
+                           "minus g.")
+        if p.ndim > 1 and np.allclose(got, p * (g - (p * g).sum()), atol=1e-8):
+            return not_yet("you summed p * g over the whole array; sum along the last axis "
+                           "only (one sum per row, keepdims=True).")
+        return not_yet(hint)
+    return right("That is the softmax's vector-Jacobian product: on a saturated or fully "
+                 "masked row it passes back (almost) nothing, whatever g is.")
+
+
+def check_grad_v(answer, q, k, v, grad_out):
+    """Check the gradient of the loss w.r.t. V, given the upstream gradient ``grad_out``."""
+    grad_v = attention_backward(q, k, v, grad_out)[2]
+    hint = ("the output is P V, so each value row j collects the upstream gradients of the "
+            "queries, weighted by how much each query attends to j: a transposed product.")
+    if not is_unanswered(answer):
+        try:
+            got = np.asarray(answer, dtype=float)
+        except (TypeError, ValueError):
+            got = None
+        weights = attention(q, k, v)[1]
+        if got is not None and got.shape == grad_v.shape and not np.allclose(got, grad_v,
+                                                                            atol=1e-2):
+            if np.allclose(got, weights @ np.asarray(grad_out, float), atol=1e-2):
+                return not_yet("you used P, not its transpose: the gradient of V sums over "
+                               "the queries, i.e. the columns of P.")
+    return check_array(answer, grad_v, hint=hint,
+                       why="dV = Pᵀ dO: a value gets gradient only through the queries that "
+                           "attend to it.")
+
+
+#: Options of the question on what a saturated softmax does to the gradients.
+SHRINK_OPTIONS = {
+    "a": "scores",
+    "b": "q",
+    "c": "W_q",
+    "d": "all three",
+}
+
+
+def check_what_shrinks(answer, d_k=256, seeds=(0, 1, 2)):
+    """Which gradient is smaller without the 1/sqrt(d_k) factor, at initialisation?
+
+    The answer is computed with :func:`~attn_core.training.init_gradient_norms` on the
+    look-up task: the option whose gradient norms, averaged over ``seeds``, are smaller
+    unscaled than scaled (``"d"`` if all three are).
+    """
+    scaled = init_gradient_norms("lookup", d_k=d_k, scaled=True, seeds=seeds)
+    raw = init_gradient_norms("lookup", d_k=d_k, scaled=False, seeds=seeds)
+    smaller = [name for name in ("scores", "q", "W_q") if raw[name].mean() < scaled[name].mean()]
+    expected = "d" if len(smaller) == 3 else next(
+        key for key, name in SHRINK_OPTIONS.items() if smaller == [name])
+    hint = ("compare the table of gradient norms at initialisation, row by row: which of "
+            "the three is smaller in the unscaled column? Remember the chain dq = scale · dS · K.")
+    why = ("Only the softmax's own gradient shrinks; the factor sqrt(d_k) that the scaling "
+           "removes comes back in dS/dq, so the gradient reaching q and W_q is larger "
+           "unscaled." if expected == "a" else "")
+    return check_choice(answer, expected, tuple(SHRINK_OPTIONS), hint=hint, why=why)
+
+
+#: Options of the question on permuting the input rows.
+ORDER_OPTIONS = {
+    "a": "the output is unchanged",
+    "b": "the output rows are permuted in the same way",
+    "c": "the output changes in a way that depends on the weights",
+    "d": "the attention weights become uniform",
+}
+
+
+def check_order_question(answer):
+    """Without positional encodings, permuting a sequence's input rows does what?"""
+    return check_choice(answer, "b", tuple(ORDER_OPTIONS),
+                        hint="each output row is computed from its own query and the set of "
+                             "all keys and values; which of those change when rows swap?",
+                        why="Attention without positions is permutation-equivariant: it "
+                            "sees a set, not a sequence, so a previous-token head needs "
+                            "positions.")

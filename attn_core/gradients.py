@@ -1,0 +1,254 @@
+"""Backward passes: how a small change of each input changes a loss that uses attention.
+
+Each function takes the forward pass's inputs and the upstream gradient ``grad_out`` (the
+derivative of some scalar loss with respect to the forward output) and returns the
+derivative of that loss with respect to each input, with the input's shape. The chain is
+the forward pass read backwards::
+
+    scores  S = scale * Q K^T      ->  dQ = scale * dS K,   dK = scale * dS^T Q
+    weights P = softmax(S)         ->  dS = P * (dP - rowsum(P * dP))
+    output  O = P V                ->  dP = dO V^T,         dV = P^T dO
+
+No Jacobian matrix is ever built: each step is one or two matrix products.
+"""
+
+import numpy as np
+
+from ._validate import as_float_array, check_mask, check_scale
+from .attention import MASKED_SCORE, _check_qk, _scores, attention
+from .multihead import _affine, _check_biases, _check_heads, _check_weight, _merge, _split
+from .softmax import stable_softmax
+
+
+def softmax_backward(p, grad_p, axis=-1):
+    """Gradient with respect to the softmax's input, given its output and the upstream gradient.
+
+    Parameters
+    ----------
+    p : (..., n) array_like
+        Softmax output (weights that sum to 1 along ``axis``, or all 0 for a fully masked
+        slice).
+    grad_p : (..., n) array_like
+        Derivative of the loss with respect to ``p``; same shape as ``p``.
+    axis : int, optional
+        The axis the softmax normalised over (default: the last).
+
+    Returns
+    -------
+    grad_x : (..., n) ndarray
+        Derivative of the loss with respect to the scores ``x`` with ``p = softmax(x)``.
+
+    Notes
+    -----
+    .. math:: \\frac{\\partial L}{\\partial x_j} = \\sum_i \\frac{\\partial L}{\\partial p_i}
+              p_i(\\delta_{ij} - p_j) = p_j \\Big(g_j - \\sum_i p_i g_i\\Big)
+
+    This is the Jacobian ``diag(p) - p p^T`` applied to ``g`` without building it. A
+    saturated row (one ``p_j`` near 1) gives a gradient near 0 whatever ``g`` is; an all-zero
+    (fully masked) row gives exactly 0.
+
+    Examples
+    --------
+    >>> softmax_backward([0.5, 0.5], [1.0, 0.0])
+    array([ 0.25, -0.25])
+    >>> softmax_backward([1.0, 0.0], [0.0, 1.0])  # saturated: nothing passes back
+    array([0., 0.])
+    """
+    p = as_float_array(p, "p", min_ndim=1)
+    grad_p = as_float_array(grad_p, "grad_p", min_ndim=1)
+    if p.shape != grad_p.shape:
+        raise ValueError(
+            f"grad_p must have the shape of p (one derivative per weight), got p of shape "
+            f"{p.shape} and grad_p of shape {grad_p.shape}"
+        )
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"axis must be an integer, got {axis!r}")
+    if not -p.ndim <= axis < p.ndim:
+        raise ValueError(f"axis must be in [{-p.ndim}, {p.ndim - 1}] for p of rank {p.ndim}, "
+                         f"got {axis}")
+    return _softmax_backward(p, grad_p, axis)
+
+
+def _softmax_backward(p, grad_p, axis=-1):
+    inner = (p * grad_p).sum(axis=axis, keepdims=True)  # (..., n) -> (..., 1)
+    return p * (grad_p - inner)
+
+
+def _sum_to(grad, shape):
+    """Sum a gradient over the dimensions its input was broadcast along, back to ``shape``."""
+    extra = grad.ndim - len(shape)
+    if extra:
+        grad = grad.sum(axis=tuple(range(extra)))  # drop leading broadcast dims
+    axes = tuple(i for i, (g, s) in enumerate(zip(grad.shape, shape)) if s == 1 and g != 1)
+    return grad.sum(axis=axes, keepdims=True) if axes else grad
+
+
+def _check_grad_out(grad_out, shape):
+    grad_out = as_float_array(grad_out, "grad_out", min_ndim=2)
+    if grad_out.shape != tuple(shape):
+        raise ValueError(
+            f"grad_out must have the shape of the forward output {tuple(shape)} "
+            f"(..., n_q, d_v), got shape {grad_out.shape}"
+        )
+    return grad_out
+
+
+def attention_backward(q, k, v, grad_out, mask=None, scale=None):
+    """Gradients of :func:`~attn_core.attention`'s output with respect to q, k and v.
+
+    Parameters
+    ----------
+    q : (..., n_q, d_k) array_like
+    k : (..., n_k, d_k) array_like
+    v : (..., n_k, d_v) array_like
+        The forward pass's inputs (same rules as :func:`~attn_core.attention`).
+    grad_out : (..., n_q, d_v) array_like
+        Derivative of the loss with respect to the output ``out``, with ``out``'s shape.
+    mask : (..., n_q, n_k) bool array_like, optional
+        The same mask as in the forward pass. Masked keys get no gradient; a query with no
+        allowed key gets zero gradients, never NaN.
+    scale : float, optional
+        Score scale; default ``1 / sqrt(d_k)``.
+
+    Returns
+    -------
+    grad_q : (..., n_q, d_k) ndarray
+    grad_k : (..., n_k, d_k) ndarray
+    grad_v : (..., n_k, d_v) ndarray
+        Each with the shape of its input (summed over the batch dims it was broadcast along).
+
+    Notes
+    -----
+    .. math:: dV = P^\\top dO, \\quad dP = dO\\, V^\\top, \\quad
+              dS = P \\odot (dP - \\mathrm{rowsum}(P \\odot dP)), \\quad
+              dQ = \\mathrm{scale}\\; dS\\, K, \\quad dK = \\mathrm{scale}\\; dS^\\top Q
+
+    Examples
+    --------
+    >>> q = k = np.eye(2)
+    >>> v = [[1.0, 2.0], [3.0, 4.0]]
+    >>> grad_q, grad_k, grad_v = attention_backward(q, k, v, np.ones((2, 2)), scale=np.log(3.0))
+    >>> grad_v  # each key's total weight over both queries, times 1 per output column
+    array([[1., 1.],
+           [1., 1.]])
+    >>> grad_q.round(3)  # turning each query towards key 1 (larger values) raises the sum
+    array([[-0.824,  0.824],
+           [-0.824,  0.824]])
+    """
+    grads, _ = _attention_backward_parts(q, k, v, grad_out, mask, scale)
+    return grads
+
+
+def _attention_backward_parts(q, k, v, grad_out, mask=None, scale=None):
+    """``((grad_q, grad_k, grad_v), (weights, grad_scores))``: the backward pass and its parts."""
+    q, k = _check_qk(q, k)
+    v = as_float_array(v, "v", min_ndim=2)
+    out, p = attention(q, k, v, mask=mask, scale=scale)  # checks shapes, mask and scale
+    grad_out = _check_grad_out(grad_out, out.shape)
+    grads, grad_s = _backward_from_weights(q, k, v, p, grad_out, check_scale(scale, q.shape[-1]))
+    return grads, (p, grad_s)
+
+
+def _backward_from_weights(q, k, v, p, grad_out, scale):
+    """The unchecked core of :func:`attention_backward`, given the forward's weights ``p``."""
+    grad_v = p.swapaxes(-1, -2) @ grad_out  # (..., n_k, n_q) @ (..., n_q, d_v) -> (..., n_k, d_v)
+    grad_p = grad_out @ v.swapaxes(-1, -2)  # (..., n_q, d_v) @ (..., d_v, n_k) -> (..., n_q, n_k)
+    grad_s = _softmax_backward(p, grad_p)  # (..., n_q, n_k); 0 where masked
+    dtype = grad_s.dtype.type
+    grad_q = (grad_s @ k) * dtype(scale)  # (..., n_q, n_k) @ (..., n_k, d_k) -> (..., n_q, d_k)
+    # (..., n_k, n_q) @ (..., n_q, d_k) -> (..., n_k, d_k)
+    grad_k = (grad_s.swapaxes(-1, -2) @ q) * dtype(scale)
+    grads = (_sum_to(grad_q, q.shape), _sum_to(grad_k, k.shape), _sum_to(grad_v, v.shape))
+    return grads, grad_s
+
+
+def _check_mha(x, w_q, w_k, w_v, w_o, h, biases):
+    """The forward pass's checks of :func:`~attn_core.multi_head_attention`, in its order."""
+    x = as_float_array(x, "x", min_ndim=2)
+    d_model = x.shape[-1]
+    w_q, w_k, w_v = (_check_weight(w, name, d_model) for w, name in
+                     ((w_q, "w_q"), (w_k, "w_k"), (w_v, "w_v")))
+    if w_q.shape != w_k.shape:
+        raise ValueError(f"w_q and w_k must have the same shape, got {w_q.shape} and {w_k.shape}")
+    h = _check_heads(w_q.shape[1], h, "the width of w_q and w_k (h * d_k)")
+    _check_heads(w_v.shape[1], h, "the width of w_v (h * d_v)")
+    w_o = _check_weight(w_o, "w_o", w_v.shape[1])
+    biases = _check_biases(biases, (w_q.shape[1], w_k.shape[1], w_v.shape[1], w_o.shape[1]))
+    return x, (w_q, w_k, w_v, w_o), h, biases
+
+
+def multi_head_attention_backward(x, w_q, w_k, w_v, w_o, h, grad_out, mask=None, biases=None):
+    """Gradients of :func:`~attn_core.multi_head_attention` w.r.t. its input, weights and biases.
+
+    Parameters
+    ----------
+    x, w_q, w_k, w_v, w_o, h, mask, biases
+        The forward pass's arguments, with the same rules as
+        :func:`~attn_core.multi_head_attention` (scale ``1/sqrt(d_k)`` per head).
+    grad_out : (..., n, d_out) array_like
+        Derivative of the loss with respect to the forward output ``out``.
+
+    Returns
+    -------
+    grads : dict of ndarray
+        ``"x"`` with ``x``'s shape; ``"w_q"``, ``"w_k"``, ``"w_v"``, ``"w_o"`` with the
+        weights' shapes; ``"b_q"``, ``"b_k"``, ``"b_v"``, ``"b_o"`` the gradients of the four
+        bias vectors (given even when a bias is None: the gradient at a zero bias).
+
+    Notes
+    -----
+    With :math:`Y = \\mathrm{Concat}(\\mathrm{heads})`:
+    :math:`dW_o = Y^\\top dO`, :math:`dY = dO\\, W_o^\\top`; each head's slice of
+    :math:`dY` goes through :func:`attention_backward` to give :math:`dQ, dK, dV`; then
+    :math:`dW_q = X^\\top dQ` (summed over batch and positions), :math:`db_q = \\sum dQ`, and
+    :math:`dX = dQ W_q^\\top + dK W_k^\\top + dV W_v^\\top` (``x`` feeds all three).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.standard_normal((3, 4))
+    >>> w_q, w_k, w_v, w_o = rng.standard_normal((4, 4, 4))
+    >>> grads = multi_head_attention_backward(x, w_q, w_k, w_v, w_o, 2, np.ones((3, 4)))
+    >>> grads["x"].shape, grads["w_q"].shape, grads["b_o"].tolist()
+    ((3, 4), (4, 4), [3.0, 3.0, 3.0, 3.0])
+    """
+    x, (w_q, w_k, w_v, w_o), h, (b_q, b_k, b_v, b_o) = _check_mha(x, w_q, w_k, w_v, w_o, h,
+                                                                  biases)
+    q, k, v = (_split(_affine(x, w, b), h) for w, b in ((w_q, b_q), (w_k, b_k), (w_v, b_v)))
+    scale = 1.0 / np.sqrt(q.shape[-1])
+    s = _scores(q, k, scale)  # (..., h, n, n)
+    if mask is not None:
+        s = np.where(check_mask(mask, s.shape), s, s.dtype.type(MASKED_SCORE))
+    p = stable_softmax(s, axis=-1)  # (..., h, n, n)
+    merged = _merge(p @ v)  # (..., h, n, d_v) -> (..., n, h * d_v)
+    out_shape = (*merged.shape[:-1], w_o.shape[1])
+    grad_out = _check_grad_out(grad_out, out_shape)
+    grad_merged = grad_out @ w_o.T  # (..., n, d_out) @ (d_out, h * d_v) -> (..., n, h * d_v)
+    grad_heads = _split(grad_merged, h)  # (..., h, n, d_v)
+    grad_v = p.swapaxes(-1, -2) @ grad_heads  # (..., h, n, n) @ (..., h, n, d_v)
+    grad_s = _softmax_backward(p, grad_heads @ v.swapaxes(-1, -2))  # (..., h, n, n)
+    dtype = grad_s.dtype.type
+    grad_q = (grad_s @ k) * dtype(scale)  # (..., h, n, n) @ (..., h, n, d_k) -> (..., h, n, d_k)
+    grad_k = (grad_s.swapaxes(-1, -2) @ q) * dtype(scale)  # (..., h, n, d_k)
+    grads = {"w_o": _weight_grad(merged, grad_out), "b_o": _bias_grad(grad_out)}
+    x_full = np.broadcast_to(x, (*merged.shape[:-1], x.shape[-1]))  # (..., n, d_model)
+    grad_x = 0
+    for name, g, w in (("q", grad_q, w_q), ("k", grad_k, w_k), ("v", grad_v, w_v)):
+        g = _merge(g)  # (..., h, n, d) -> (..., n, h * d)
+        grads[f"w_{name}"] = _weight_grad(x_full, g)
+        grads[f"b_{name}"] = _bias_grad(g)
+        grad_x = grad_x + g @ w.T  # (..., n, h * d) @ (h * d, d_model) -> (..., n, d_model)
+    grads["x"] = _sum_to(grad_x, x.shape)
+    return {key: grads[key] for key in ("x", "w_q", "w_k", "w_v", "w_o",
+                                        "b_q", "b_k", "b_v", "b_o")}
+
+
+def _weight_grad(inputs, grad):
+    """``sum over batch and positions of inputs^T grad``: the gradient of ``inputs @ w``."""
+    a = inputs.reshape(-1, inputs.shape[-1])  # (..., n, d_in) -> (N, d_in)
+    b = grad.reshape(-1, grad.shape[-1])  # (..., n, d_out) -> (N, d_out)
+    return a.T @ b  # (d_in, N) @ (N, d_out) -> (d_in, d_out)
+
+
+def _bias_grad(grad):
+    return grad.reshape(-1, grad.shape[-1]).sum(axis=0)  # (..., n, d_out) -> (d_out,)

@@ -1,0 +1,397 @@
+"""A one-head attention model and its optimisers, trained with the package's own gradients.
+
+The model, for input features ``F`` (b, n, n_features)::
+
+    x = F E (+ positions)            embedding, optional positional encoding
+    Q, K, V = x W_q, x W_k, x W_v    one head
+    O, P = attention(Q, K, V, scale)
+    logits = O W_o                   one row of class scores per position
+
+and the loss is the mean cross-entropy over the task's scored positions. The backward pass
+is :func:`~attn_core.attention_backward` plus the chain rule through the matrix products.
+Everything is seeded: the same seed gives the same initial weights and the same batches.
+
+Several seeds train at once as a *population*: every parameter has a leading seed axis
+``(S, rows, cols)`` and every batch ``(S, b, n, ...)``; the seeds never mix (each loss
+is a mean over its own seed's batch), so one vectorised step is ``S`` independent steps.
+"""
+
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._validate import check_positive_int
+from .attention import _scores
+from .gradients import _backward_from_weights
+from .softmax import stable_softmax
+from .tasks import Batch, make_batch, n_classes
+
+try:  # small matrices: one BLAS thread is faster than several fighting over a busy machine
+    from threadpoolctl import threadpool_limits
+except ImportError:  # pragma: no cover - threadpoolctl is in requirements.txt
+    def threadpool_limits(limits):
+        return nullcontext()
+
+POSITIONS = (None, "learned", "sinusoidal")
+
+
+def sinusoidal_positions(n, d):
+    """Fixed positional encodings: sines and cosines of geometrically spaced frequencies.
+
+    Parameters
+    ----------
+    n : int
+        Number of positions.
+    d : int
+        Width (even).
+
+    Returns
+    -------
+    pe : (n, d) ndarray
+        ``pe[i, 2c] = sin(i / 10000^(2c/d))``, ``pe[i, 2c+1] = cos(i / 10000^(2c/d))``.
+
+    Notes
+    -----
+    .. math:: PE_{i, 2c} = \\sin(i\\,\\omega_c), \\; PE_{i, 2c+1} = \\cos(i\\,\\omega_c),
+              \\quad \\omega_c = 10000^{-2c/d}
+
+    Examples
+    --------
+    >>> sinusoidal_positions(3, 4)[0].tolist()
+    [0.0, 1.0, 0.0, 1.0]
+    """
+    n, d = check_positive_int(n, "n"), check_positive_int(d, "d", minimum=2)
+    if d % 2:
+        raise ValueError(f"d must be even (sine and cosine pairs), got {d}")
+    omega = 10000.0 ** (-np.arange(0, d, 2) / d)  # (d/2,)
+    angle = np.arange(n)[:, None] * omega[None, :]  # (n, 1) * (1, d/2) -> (n, d/2)
+    pe = np.empty((n, d))
+    pe[:, 0::2], pe[:, 1::2] = np.sin(angle), np.cos(angle)
+    return pe
+
+
+def init_params(rngs, n_features, n_out, n, d_model=16, d_k=16, d_v=16, positions=None):
+    """Random initial weights for one model per generator in ``rngs``.
+
+    Returns a dict of arrays with a leading seed axis ``(S, rows, cols)``: ``E``
+    (n_features, d_model), ``W_q``/``W_k`` (d_model, d_k), ``W_v`` (d_model, d_v), ``W_o``
+    (d_v, n_out) and, for ``positions="learned"``, ``pos`` (n, d_model). Entries are normal
+    with variance ``1 / rows``, so each product keeps its input's spread (``E`` and ``pos``:
+    variance 1).
+    """
+    if positions not in POSITIONS:
+        raise ValueError(f"positions must be one of {POSITIONS}, got {positions!r}")
+    shapes = {"E": (n_features, d_model, 1.0), "W_q": (d_model, d_k, 1.0 / d_model),
+              "W_k": (d_model, d_k, 1.0 / d_model), "W_v": (d_model, d_v, 1.0 / d_model),
+              "W_o": (d_v, n_out, 1.0 / d_v)}
+    if positions == "learned":
+        shapes["pos"] = (n, d_model, 1.0)
+    params = {name: [] for name in shapes}
+    for rng in rngs:
+        for name, (rows, cols, var) in shapes.items():
+            params[name].append(rng.standard_normal((rows, cols)) * np.sqrt(var))
+    return {name: np.stack(arrs) for name, arrs in params.items()}  # each (S, rows, cols)
+
+
+def _lin(a, w):
+    """``a @ w`` per seed as one matrix product: (S, b, n, d_in) @ (S, d_in, d_out)."""
+    s, b, n, d_in = a.shape
+    y = a.reshape(s, b * n, d_in) @ w  # (S, b * n, d_in) @ (S, d_in, d_out) -> (S, b * n, d_out)
+    return y.reshape(s, b, n, w.shape[-1])  # (S, b * n, d_out) -> (S, b, n, d_out)
+
+
+def embed(params, features, positions=None):
+    """``x = F E`` plus the positional encoding: (S, b, n, n_features) -> (S, b, n, d_model)."""
+    x = _lin(features, params["E"])  # (S, b, n, f) -> (S, b, n, d_model)
+    n = x.shape[-2]
+    if positions == "learned":
+        x = x + params["pos"][:, None, :n, :]  # (S, 1, n, d_model), the same for every batch
+    elif positions == "sinusoidal":
+        x = x + sinusoidal_positions(n, x.shape[-1])
+    return x
+
+
+def forward(params, features, scale=None, positions=None):
+    """The model's forward pass: ``(logits, weights, cache)``.
+
+    ``logits`` (S, b, n, n_out), ``weights`` (S, b, n, n) the head's attention map, ``cache``
+    the intermediate arrays the backward pass needs. ``scale=None`` is ``1/sqrt(d_k)``; pass
+    ``1.0`` for unscaled scores.
+    """
+    x = embed(params, features, positions)
+    q, k, v = (_lin(x, params[w]) for w in ("W_q", "W_k", "W_v"))  # each (S, b, n, d)
+    scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale
+    # attention(q, k, v, scale=scale) without re-checking arrays built from checked weights
+    weights = stable_softmax(_scores(q, k, scale))  # (S, b, n, n)
+    out = weights @ v  # (S, b, n, n) @ (S, b, n, d_v) -> (S, b, n, d_v)
+    logits = _lin(out, params["W_o"])  # (S, b, n, d_v) -> (S, b, n, n_out)
+    return logits, weights, {"x": x, "q": q, "k": k, "v": v, "out": out, "scale": scale}
+
+
+def cross_entropy(logits, targets, scored):
+    """Each seed's mean cross-entropy over its scored positions, and the gradient.
+
+    Parameters
+    ----------
+    logits : (S, b, n, c) ndarray
+    targets : (S, b, n) int ndarray
+    scored : (S, b, n) bool ndarray
+
+    Returns
+    -------
+    loss : (S,) ndarray
+    grad : (S, b, n, c) ndarray
+        Gradient of ``loss.sum()`` (so of each seed's loss w.r.t. its own logits).
+
+    Notes
+    -----
+    .. math:: L = -\\frac{1}{|S|}\\sum_{i \\in S} \\log \\mathrm{softmax}(z_i)_{y_i}, \\quad
+              \\frac{\\partial L}{\\partial z_i} = \\frac{\\mathrm{softmax}(z_i) - e_{y_i}}{|S|}
+    """
+    shifted = logits - logits.max(axis=-1, keepdims=True)  # (S, b, n, c)
+    log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # (S, b, n, c)
+    count = scored.sum(axis=(1, 2))  # (S,)
+    picked = np.take_along_axis(log_p, targets[..., None], axis=-1)[..., 0]  # (S, b, n)
+    loss = -(picked * scored).sum(axis=(1, 2)) / count
+    grad = np.exp(log_p) - (np.arange(logits.shape[-1]) == targets[..., None])  # p - onehot
+    grad *= scored[..., None] / count[:, None, None, None]
+    return loss, grad
+
+
+def loss_and_grads(params, batch, scale=None, positions=None):
+    """``(loss, grads, parts)``: each seed's loss (S,), the gradient of every parameter, and
+    ``parts`` (weights, and the gradients w.r.t. the scores and q) for inspection."""
+    logits, weights, c = forward(params, batch.features, scale, positions)
+    loss, grad_logits = cross_entropy(logits, batch.targets, batch.scored)
+    grads = {"W_o": _sum_outer(c["out"], grad_logits)}
+    grad_out = _lin(grad_logits, params["W_o"].swapaxes(-1, -2))  # (S, b, n, d_v)
+    (gq, gk, gv), grad_s = _backward_from_weights(c["q"], c["k"], c["v"], weights, grad_out,
+                                                  c["scale"])
+    grad_x = 0
+    for name, g in (("W_q", gq), ("W_k", gk), ("W_v", gv)):
+        grads[name] = _sum_outer(c["x"], g)
+        grad_x = grad_x + _lin(g, params[name].swapaxes(-1, -2))  # (S, b, n, d_model)
+    grads["E"] = _sum_outer(batch.features, grad_x)
+    if positions == "learned":
+        grads["pos"] = grad_x.sum(axis=1)  # (S, b, n, d) -> (S, n, d)
+    return loss, grads, {"weights": weights, "grad_scores": grad_s, "grad_q": gq}
+
+
+def _sum_outer(a, g):
+    """``sum_b a_b^T g_b`` per seed: the gradient of ``a @ W`` -> (S, d_in, d_out)."""
+    s = a.shape[0]
+    a = a.reshape(s, -1, a.shape[-1])  # (S, b, n, d_in) -> (S, b * n, d_in)
+    g = g.reshape(s, -1, g.shape[-1])  # (S, b, n, d_out) -> (S, b * n, d_out)
+    return a.swapaxes(-1, -2) @ g  # (S, d_in, b * n) @ (S, b * n, d_out) -> (S, d_in, d_out)
+
+
+class SGD:
+    """Plain gradient descent: ``w <- w - lr * g``."""
+
+    def __init__(self, lr):
+        self.lr = lr
+
+    def step(self, params, grads):
+        for name, g in grads.items():
+            params[name] -= self.lr * g
+
+
+class Adam:
+    """Adam (Kingma & Ba): steps along running means of the gradient over its running RMS.
+
+    Notes
+    -----
+    .. math:: m \\leftarrow \\beta_1 m + (1-\\beta_1) g, \\;
+              s \\leftarrow \\beta_2 s + (1-\\beta_2) g^2, \\;
+              w \\leftarrow w - \\eta\\, \\hat m / (\\sqrt{\\hat s} + \\epsilon)
+
+    with the bias corrections :math:`\\hat m = m/(1-\\beta_1^t)`,
+    :math:`\\hat s = s/(1-\\beta_2^t)`.
+    """
+
+    def __init__(self, lr, beta1=0.9, beta2=0.999, eps=1e-8):
+        self.lr, self.beta1, self.beta2, self.eps = lr, beta1, beta2, eps
+        self.t, self.m, self.s = 0, {}, {}
+
+    def step(self, params, grads):
+        self.t += 1
+        for name, g in grads.items():
+            m = self.m[name] = self.beta1 * self.m.get(name, 0.0) + (1 - self.beta1) * g
+            s = self.s[name] = self.beta2 * self.s.get(name, 0.0) + (1 - self.beta2) * g * g
+            m_hat, s_hat = m / (1 - self.beta1 ** self.t), s / (1 - self.beta2 ** self.t)
+            params[name] -= self.lr * m_hat / (np.sqrt(s_hat) + self.eps)
+
+
+OPTIMISERS = {"adam": Adam, "sgd": SGD}
+
+
+@dataclass
+class Run:
+    """One seed's training run: settings, loss curve and snapshots of the head on a probe.
+
+    ``losses[t]`` is the loss of the batch at step ``t`` (before the update);
+    ``snapshot_steps[i]`` the step at which ``snapshot_weights[i]`` (n, n), the head's
+    attention map on the fixed probe sequence ``probe_pattern`` belongs to, was taken;
+    ``accuracy`` and ``on_pattern`` (the mean weight the scored rows give the right
+    position) are measured after training on a fresh batch of 256.
+    """
+
+    task: str
+    d_k: int
+    scaled: bool
+    seed: int
+    lr: float
+    optimiser: str
+    positions: str | None
+    losses: np.ndarray
+    snapshot_steps: np.ndarray
+    snapshot_weights: np.ndarray
+    probe_pattern: np.ndarray
+    accuracy: float = 0.0
+    on_pattern: float = 0.0
+    params: dict = field(default_factory=dict, repr=False)
+
+
+def _population_batch(task, rngs, batch):
+    parts = [make_batch(task, rng, batch) for rng in rngs]
+    return Batch(*(np.stack([getattr(b, f) for b in parts])
+                   for f in ("features", "targets", "scored", "pattern")))  # each (S, b, ...)
+
+
+def train(task="lookup", d_k=16, scaled=True, seeds=(0,), steps=300, lr=0.01, batch=32,
+          optimiser="adam", positions=None, snapshots=16):
+    """Train one one-head model per seed on ``task``; return a list of :class:`Run`.
+
+    Parameters
+    ----------
+    task : {"lookup", "previous"}
+    d_k : int
+        Width of queries and keys.
+    scaled : bool
+        Divide the scores by ``sqrt(d_k)`` (True) or not (False).
+    seeds : sequence of int
+        One model per seed; seed ``s`` fixes that model's initial weights and batches, so a
+        seed trains the same way alone or among others.
+    steps, lr, batch : int, float, int
+        Number of updates, learning rate, sequences per batch.
+    optimiser : {"adam", "sgd"}
+    positions : {None, "learned", "sinusoidal"}
+    snapshots : int
+        How many evenly spaced attention maps of the probe sequence to keep.
+
+    Examples
+    --------
+    >>> run, = train("lookup", steps=200, seeds=[0])
+    >>> bool(run.losses[-20:].mean() < run.losses[:20].mean())
+    True
+    """
+    d_k, steps = check_positive_int(d_k, "d_k"), check_positive_int(steps, "steps")
+    if optimiser not in OPTIMISERS:
+        raise ValueError(f"optimiser must be one of {sorted(OPTIMISERS)}, got {optimiser!r}")
+    seeds = [int(s) for s in seeds]
+    rngs = [np.random.default_rng(s) for s in seeds]
+    probe = _population_batch(task, [np.random.default_rng(10_000 + s) for s in seeds], 1)
+    n, n_features = probe.features.shape[-2:]
+    scale = None if scaled else 1.0
+    keep = set(np.linspace(0, steps, snapshots).round().astype(int).tolist())
+    losses, snap_steps, snap_weights = np.empty((len(seeds), steps)), [], []
+    with threadpool_limits(1):
+        params = init_params(rngs, n_features, n_classes(task), n, d_k=d_k, positions=positions)
+        opt = OPTIMISERS[optimiser](lr)
+        for t in range(steps + 1):
+            if t in keep:
+                snap_steps.append(t)
+                snap_weights.append(forward(params, probe.features, scale, positions)[1][:, 0])
+            if t == steps:
+                break
+            losses[:, t], grads, _ = loss_and_grads(params, _population_batch(task, rngs, batch),
+                                                    scale, positions)
+            opt.step(params, grads)
+        test = _population_batch(task, [np.random.default_rng(20_000 + s) for s in seeds], 256)
+        logits, weights, _ = forward(params, test.features, scale, positions)
+    right = logits.argmax(axis=-1) == test.targets  # (S, b, n)
+    on = (weights * test.pattern).sum(axis=-1)  # (S, b, n): weight on the right position
+    snap_weights = np.stack(snap_weights, axis=1)  # (S, snapshots, n, n)
+    return [Run(task, d_k, scaled, s, lr, optimiser, positions, losses[i], np.array(snap_steps),
+                snap_weights[i], probe.pattern[i, 0],
+                accuracy=float(right[i][test.scored[i]].mean()),
+                on_pattern=float(on[i][test.scored[i]].mean()),
+                params={name: p[i] for name, p in params.items()})
+            for i, s in enumerate(seeds)]
+
+
+def init_gradient_norms(task="lookup", d_k=16, scaled=True, seeds=(0,), batch=256):
+    """Gradient norms at initialisation, and how saturated the softmax starts, per seed.
+
+    Returns
+    -------
+    norms : dict of (S,) ndarray
+        ``"scores"``, ``"q"``, ``"W_q"``: Frobenius norms of the loss's gradient with respect
+        to the (scaled) scores, the queries and ``W_q`` on one batch of ``batch`` sequences;
+        ``"max_weight"``: the mean over scored rows of the largest attention weight (1 = fully
+        saturated).
+    """
+    rngs = [np.random.default_rng(s) for s in seeds]
+    with threadpool_limits(1):
+        params = init_params(rngs, *_sizes(task), d_k=d_k)
+        b = _population_batch(task, rngs, batch)
+        _, grads, parts = loss_and_grads(params, b, None if scaled else 1.0)
+    s = len(rngs)
+    return {"scores": np.linalg.norm(parts["grad_scores"].reshape(s, -1), axis=1),
+            "q": np.linalg.norm(parts["grad_q"].reshape(s, -1), axis=1),
+            "W_q": np.linalg.norm(grads["W_q"].reshape(s, -1), axis=1),
+            "max_weight": np.array([parts["weights"][i].max(axis=-1)[b.scored[i]].mean()
+                                    for i in range(s)])}
+
+
+def _sizes(task):
+    """``(n_features, n_out, n)`` of the named task."""
+    b = make_batch(task, np.random.default_rng(0), 1)
+    return b.features.shape[-1], n_classes(task), b.features.shape[-2]
+
+
+def running_mean(losses, window=10):
+    """Mean of each ``window`` consecutive losses (a shorter window at the start).
+
+    Parameters
+    ----------
+    losses : (..., steps) array_like
+    window : int
+
+    Returns
+    -------
+    smooth : (..., steps) ndarray
+        ``smooth[..., t]`` is the mean of ``losses[..., max(0, t - window + 1) : t + 1]``.
+
+    Examples
+    --------
+    >>> running_mean([4.0, 2.0, 0.0, 2.0], window=2)
+    array([4., 3., 1., 1.])
+    """
+    x = np.asarray(losses, dtype=float)
+    window = check_positive_int(window, "window")
+    c = np.cumsum(x, axis=-1)  # (..., steps)
+    out = c.copy()
+    out[..., window:] = c[..., window:] - c[..., :-window]
+    return out / np.minimum(np.arange(1, x.shape[-1] + 1), window)
+
+
+def final_loss(run, last=10):
+    """A run's final loss: the mean batch loss over its ``last`` steps."""
+    return float(np.mean(run.losses[-last:]))
+
+
+def scaling_runs(task="lookup", d_ks=(4, 16, 64, 256), seeds=(0, 1, 2), steps=120, lr=0.01,
+                 batch=16, optimiser="adam", snapshots=16):
+    """The scaling experiment: the same task, seeds and learning rate for every d_k, with
+    and without the 1/sqrt(d_k) factor.
+
+    Returns
+    -------
+    runs : dict
+        ``runs[d_k, scaled]`` is the list of :class:`Run`, one per seed.
+    """
+    return {(d_k, scaled): train(task, d_k=d_k, scaled=scaled, seeds=seeds, steps=steps, lr=lr,
+                                 batch=batch, optimiser=optimiser, snapshots=snapshots)
+            for d_k in d_ks for scaled in (True, False)}

@@ -1,0 +1,75 @@
+"""Start the classroom hub on 127.0.0.1 for trying it out (``make classroom``).
+
+Prints the hub's address, the shared password of the try-out login, and two nbgitpuller links:
+the one to hand out (the public repository, from ``REPO`` in tools/nav.py) and one that works
+offline (a mirror of this checkout in the state folder, refreshed at every start). Stop it with
+Ctrl-C, or give ``--minutes`` to have it stop by itself.
+"""
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import hub as classroom  # noqa: E402  (the module next to this file)
+
+
+def local_course(state):
+    """A mirror of this checkout's git repository in ``state``; the branch checked out here."""
+    mirror = state / "course.git"
+    if mirror.exists():
+        subprocess.run(["git", "remote", "update", "--prune"], cwd=mirror, check=True,
+                       capture_output=True, timeout=120)
+    else:
+        subprocess.run(["git", "clone", "-q", "--mirror", str(classroom.ROOT), str(mirror)],
+                       check=True, timeout=120)
+    branch = subprocess.run(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd=classroom.ROOT,
+                            capture_output=True, text=True, timeout=30).stdout.strip()
+    return f"file://{mirror}", (branch if branch and branch != "HEAD" else "main")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8000, help="the hub's port on 127.0.0.1")
+    parser.add_argument("--minutes", type=float, default=0,
+                        help="stop by itself after this many minutes (0: run until Ctrl-C)")
+    parser.add_argument("--password", default="attention",
+                        help="the shared password of the try-out login (DummyAuthenticator)")
+    parser.add_argument("--state", type=Path, default=classroom.HERE / "state",
+                        help="database, cookie secret and students' homes (classroom/state)")
+    args = parser.parse_args(argv)
+
+    missing = classroom.missing_tools()
+    if missing:
+        sys.exit("missing: " + "; ".join(missing))
+    state = args.state.resolve()
+    state.mkdir(parents=True, exist_ok=True)
+    repo, branch = local_course(state)
+    hub = classroom.Hub(state, port=args.port, password=args.password,
+                        deadline=args.minutes * 60 if args.minutes else None)
+    print(f"starting JupyterHub on {hub.url} (log: {state / 'hub.log'}) ...", flush=True)
+    hub.start()
+    print(f"""
+  The classroom hub is running at {hub.url}/
+  Log in with any user name and the password {args.password!r} ("teacher" is the admin).
+
+  The course's nbgitpuller link (the public repository from tools/nav.py):
+    {classroom.nbgitpuller_link(hub.url, classroom.repo_address(), "main")}
+  The same link with this checkout as the course (works offline; branch {branch}):
+    {classroom.nbgitpuller_link(hub.url, repo, branch)}
+
+  Students' homes: {state / 'homes'}/NAME
+  Stop with Ctrl-C{f' (or it stops by itself in {args.minutes:g} min)' if args.minutes else ''}.
+""", flush=True)
+    try:
+        hub.proc.wait()
+    except KeyboardInterrupt:
+        print("stopping the hub and every student's server ...", flush=True)
+    finally:
+        hub.stop()
+
+
+if __name__ == "__main__":
+    main()
