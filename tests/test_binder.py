@@ -15,7 +15,7 @@ would do without Docker:
   (00-index.ipynb) with its own Jupyter and kernel.
 
 Both work on a copy of the files a clone would hold (``git ls-files``), never on the
-working tree with its .venv. They are slow: marked ``slow``. The second one builds a 650 MB
+working tree with its .venv. They are slow: marked ``slow``. The second one builds a 700 MB
 environment (a few minutes), so it is opt-in locally: it runs under CI=true (CI never skips
 it) or with ``BINDER_ENV_TEST=1`` (``make test-binder``), and is otherwise skipped with that
 reason. Without jupyter-repo2docker (``make test-extras``) the first is skipped locally and
@@ -157,7 +157,7 @@ def du(path):
 
 def test_fresh_binder_environment_runs_the_launch_notebook(repo_copy, tmp_path, capsys):
     if not in_ci() and os.environ.get(OPT_IN, "").strip() not in {"1", "true", "yes"}:
-        pytest.skip(f"builds a 650 MB environment (minutes): opt-in outside CI, run with "
+        pytest.skip(f"builds a 700 MB environment (minutes): opt-in outside CI, run with "
                     f"{OPT_IN}=1 (make test-binder); CI=true always runs it")
     venv = tmp_path / "venv"
     subprocess.run([base_python(), "-m", "venv", str(venv)], check=True, timeout=300)
