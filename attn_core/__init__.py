@@ -9,6 +9,7 @@ The maths modules are pure numpy and never print or plot:
 * :mod:`attn_core.gradients` -- backward passes of softmax, attention and multi-head attention
 * :mod:`attn_core.flash`     -- tiled attention with an online softmax
 * :mod:`attn_core.cost`      -- cells, FLOPs, bytes and timing of attention
+* :mod:`attn_core.decoding`  -- causal attention one token at a time with a key/value cache
 * :mod:`attn_core.examples`  -- the article's inputs and seeded random inputs
 * :mod:`attn_core.errata`    -- the article's printed numbers beside the computed ones
 

@@ -2,6 +2,29 @@
 
 Every public maths function calls these before doing any arithmetic. Each error names the
 argument, says what was expected and what was given.
+
+The dtype rule, followed by every maths function (:func:`as_float_array` and
+:func:`to_common_dtype` implement it):
+
+1. each input is read as a float array: float32 and float64 are kept as they are, float16
+   becomes float32 (a float16 dot product of a few dozen terms already overflows 65504, and
+   numpy has no fast float16 matrix product), integer and boolean input becomes float64;
+2. all float inputs of one call are brought to their common dtype, ``np.result_type`` of
+   the dtypes from step 1, and everything is computed in it;
+3. every array result has that dtype, the weights as well as the output.
+
+So the result is float32 only when every input is float32 or float16 (float16 in is
+computed and returned in float32), and float64 otherwise; ``attention(q32, k32, v64)``
+computes and returns both its output and its weights in float64.
+
+Overflow is never silent: "finite in, finite out, or a clear error". A product or score
+that overflows to inf or NaN raises a ValueError naming it (:func:`check_overflow`,
+:func:`check_result`). A score of ``-inf`` means "masked" and only a mask may produce it:
+a query whose allowed scores all overflow to ``-inf`` is an error, not an empty row. (One
+score that overflows to ``-inf`` beside finite ones gets weight 0, its true weight to the
+dtype's precision, without an error.) Overflow inside a computation is silenced with
+:func:`checked_later` only where the result is checked right after, so no RuntimeWarning
+leaks from a computation that ends correct.
 """
 
 import numbers
@@ -14,7 +37,8 @@ _FLOAT_KINDS = "fiub"  # float, signed int, unsigned int, bool: all convertible 
 def as_float_array(x, name, *, min_ndim=0, allow_neg_inf=False, layout=None):
     """Return ``x`` as a floating ndarray, after checking its type, rank and values.
 
-    Integer and boolean input becomes float64; float32 and float64 are kept as they are.
+    Integer and boolean input becomes float64, float16 becomes float32, float32 and float64
+    are kept as they are (step 1 of the module's dtype rule).
     NaN and +inf are always refused; -inf only where ``allow_neg_inf`` (masked scores).
     ``layout`` names the expected shape in error messages (default ``(..., n, d)`` for
     matrices, ``(..., n)`` for vectors).
@@ -23,12 +47,15 @@ def as_float_array(x, name, *, min_ndim=0, allow_neg_inf=False, layout=None):
         raise TypeError(f"{name} must be an array of numbers, got {type(x).__name__}")
     try:
         arr = np.asarray(x)
-    except (ValueError, TypeError) as exc:  # ragged nested lists
-        raise TypeError(f"{name} must be a rectangular array of numbers ({exc})") from None
+    except (ValueError, TypeError):  # ragged nested lists
+        raise TypeError(f"{name} must be a rectangular array of numbers (every row the same "
+                        "length), got a ragged nested sequence") from None
     if arr.dtype.kind not in _FLOAT_KINDS:
         raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
-    if arr.dtype.kind != "f" or arr.dtype == np.float16:
+    if arr.dtype.kind != "f":
         arr = arr.astype(np.float64)
+    elif arr.dtype == np.float16:
+        arr = arr.astype(np.float32)
     if arr.ndim < min_ndim:
         what = "a matrix" if min_ndim == 2 else f"an array of rank >= {min_ndim}"
         layout = layout or ("(..., n, d)" if min_ndim >= 2 else "(..., n)")
@@ -50,11 +77,31 @@ def divisors(d):
     return [h for h in range(1, d + 1) if d % h == 0]
 
 
-def check_overflow(row_max, dtype):
-    """Raise if a row maximum of the scores is +inf or NaN: the dot products overflowed.
+def to_common_dtype(*arrays):
+    """The float arrays brought to their common dtype (step 2 of the module's dtype rule).
 
-    Only the ``(..., n)`` row maxima are inspected (max propagates inf and NaN), so the
-    check costs nothing next to the ``(..., n, n)`` softmax.
+    Arrays already of that dtype are returned as they are, without a copy.
+    """
+    dtype = np.result_type(*arrays)
+    return tuple(a.astype(dtype, copy=False) for a in arrays)
+
+
+def check_overflow(row_max, dtype, allowed_rows=None):
+    """Raise if the scores overflowed: a row maximum is +inf or NaN, or -inf where not masked.
+
+    Parameters
+    ----------
+    row_max : (...) ndarray
+        The maximum of each row of (masked) scores.
+    dtype : numpy dtype
+        The dtype the scores were computed in (for the message).
+    allowed_rows : bool array broadcastable to ``row_max``, or True, optional
+        True where the row has at least one key it may attend to. Such a row whose maximum
+        is ``-inf`` had all its allowed scores overflow to ``-inf``. None: no ``-inf``
+        check (an all ``-inf`` row is taken as fully masked).
+
+    Only the row maxima are inspected (max propagates inf and NaN), so the check costs
+    nothing next to the softmax itself.
     """
     bad = np.isnan(row_max) | np.isposinf(row_max)
     if bad.any():
@@ -62,6 +109,38 @@ def check_overflow(row_max, dtype):
             f"the scores q . k * scale overflowed to inf or NaN in {dtype}: the inputs are too "
             "large for this dtype; scale q and k down or compute in float64"
         )
+    if allowed_rows is not None:
+        bad = np.isneginf(row_max) & allowed_rows
+        if bad.any():
+            raise ValueError(
+                f"the scores q . k * scale overflowed to -inf in {dtype} for every key of "
+                f"{int(np.count_nonzero(bad))} query row(s) that may attend to keys (-inf "
+                "means masked, and only the mask may make a score -inf): the inputs or the "
+                "scale are too large for this dtype; scale q and k down"
+            )
+
+
+def check_result(arr, what):
+    """Raise ValueError if ``arr``, computed from finite input, overflowed to inf or NaN.
+
+    ``what`` names the computation, for example ``"q @ w_q (the query projection)"``.
+    """
+    if not np.isfinite(arr).all():
+        raise ValueError(
+            f"{what} overflowed to inf or NaN in {arr.dtype}, although its inputs are finite: "
+            "the values are too large for this dtype; scale the inputs down"
+        )
+
+
+def checked_later():
+    """``np.errstate`` that silences overflow, underflow and invalid-value warnings.
+
+    For a computation whose result is checked explicitly right after it (with
+    :func:`check_result` or :func:`check_overflow`): an overflow then gives a clear
+    ValueError instead of a RuntimeWarning followed by a silent inf or NaN, and an
+    underflow to 0 (a negligible weight) is not reported at all.
+    """
+    return np.errstate(over="ignore", under="ignore", invalid="ignore")
 
 
 def check_finite(arr, name, *, allow_neg_inf=False):
@@ -82,7 +161,13 @@ def check_finite(arr, name, *, allow_neg_inf=False):
 
 def check_mask(mask, target_shape, name="mask"):
     """Return ``mask`` as a bool ndarray broadcastable to ``target_shape``."""
-    arr = np.asarray(mask)
+    try:
+        arr = np.asarray(mask)
+    except (ValueError, TypeError):  # ragged nested lists
+        raise TypeError(
+            f"{name} must be a rectangular boolean array (every row the same length), got a "
+            f"ragged nested sequence; it must broadcast to {tuple(target_shape)} (..., n_q, n_k)"
+        ) from None
     if arr.dtype != np.bool_:
         raise TypeError(
             f"{name} must be a boolean array (True where a query may attend), "

@@ -2,7 +2,15 @@
 
 import numpy as np
 
-from ._validate import as_float_array, batch_shape, check_mask, check_scale
+from ._validate import (
+    as_float_array,
+    batch_shape,
+    check_mask,
+    check_result,
+    check_scale,
+    checked_later,
+    to_common_dtype,
+)
 from .softmax import softmax_inplace
 
 #: The score given to a position a query may not attend to. exp(-inf) is exactly 0, so
@@ -25,7 +33,7 @@ def _check_qk(q, k):
             f"key by a dot product), got q of shape {q.shape} and k of shape {k.shape}"
         )
     batch_shape({"q": q.shape, "k": k.shape})
-    return q, k
+    return to_common_dtype(q, k)
 
 
 def scores(q, k, scale=None):
@@ -44,7 +52,9 @@ def scores(q, k, scale=None):
     Returns
     -------
     s : (..., n_q, n_k) ndarray
-        ``s[..., i, j]`` is how well query ``i`` matches key ``j``.
+        ``s[..., i, j]`` is how well query ``i`` matches key ``j``. Its dtype follows the
+        package's dtype rule (``attn_core._validate``): the common dtype of ``q`` and ``k``,
+        float32 at least, float64 for integers. A score that overflows raises ValueError.
 
     Notes
     -----
@@ -60,12 +70,16 @@ def scores(q, k, scale=None):
            [0.78, 1.74]])
     """
     q, k = _check_qk(q, k)
-    return _scores(q, k, check_scale(scale, q.shape[-1]))
+    s = _scores(q, k, check_scale(scale, q.shape[-1]))
+    check_result(s, "the scores q . k * scale")
+    return s
 
 
 def _scores(q, k, scale):
-    s = q @ k.swapaxes(-1, -2)  # (..., n_q, d_k) @ (..., d_k, n_k) -> (..., n_q, n_k)
-    s *= s.dtype.type(scale)
+    """Unchecked ``scale * q @ k^T``; overflow gives inf/NaN silently, for the caller to check."""
+    with checked_later():
+        s = q @ k.swapaxes(-1, -2)  # (..., n_q, d_k) @ (..., d_k, n_k) -> (..., n_q, n_k)
+        s *= s.dtype.type(scale)
     return s
 
 
@@ -85,6 +99,8 @@ def attention(q, k, v, mask=None, scale=None):
         shape (a ``(n_q, n_k)`` mask applies to every batch element). Masked scores are
         set to ``-inf`` *before* the softmax, so their weight is exactly 0 and each row
         still sums to 1. A row with no allowed key gets all-zero weights and a zero output.
+        Without a mask no score is ever ``-inf``: a row whose scores all overflow to
+        ``-inf`` (like an overflow to ``+inf``) raises a ValueError, never a zero row.
     scale : float, optional
         Score scale; default ``1 / sqrt(d_k)``.
 
@@ -101,7 +117,10 @@ def attention(q, k, v, mask=None, scale=None):
     .. math:: \\mathrm{Attention}(Q, K, V) =
               \\mathrm{softmax}\\!\\left(\\frac{Q K^\\top}{\\sqrt{d_k}}\\right) V
 
-    Integer input is computed in float64; float32 and float64 are kept.
+    Dtypes follow the package's rule (``attn_core._validate``): ``q``, ``k`` and ``v`` are
+    brought to their common dtype (float16 as float32, integers as float64) and both
+    results have it, so ``attention(q32, k32, v64)`` gives float64 output and weights.
+    Scores, weights or output that overflow to inf or NaN raise a ValueError.
 
     Examples
     --------
@@ -126,33 +145,42 @@ def attention(q, k, v, mask=None, scale=None):
             f"got k of shape {k.shape} and v of shape {v.shape}"
         )
     batch_shape({"q": q.shape, "k": k.shape, "v": v.shape})
+    q, k, v = to_common_dtype(q, k, v)
     scale = check_scale(scale, q.shape[-1])
     shape = (*batch_shape({"q": q.shape, "k": k.shape}), q.shape[-2], k.shape[-2])
     if mask is not None:
         mask = check_mask(mask, shape)
         shape = np.broadcast_shapes(shape, mask.shape)
         mask = np.broadcast_to(mask, shape)  # a view, no copy
-    weights = np.empty(shape, dtype=np.result_type(q, k))  # (..., n_q, n_k)
+    weights = np.empty(shape, dtype=q.dtype)  # (..., n_q, n_k)
     out = np.empty((*np.broadcast_shapes(shape[:-2], v.shape[:-2]), q.shape[-2], v.shape[-1]),
-                   dtype=np.result_type(weights, v))  # (..., n_q, d_v)
-    q = q * q.dtype.type(scale)  # scale the n_q * d_k queries, not the n_q * n_k scores
+                   dtype=q.dtype)  # (..., n_q, d_v)
+    with checked_later():
+        q = q * q.dtype.type(scale)  # scale the n_q * d_k queries, not the n_q * n_k scores
+    check_result(q, "q * scale (the scaled queries)")
     for rows in _row_blocks(shape, weights.itemsize):
         w = weights[..., rows, :]  # (..., b, n_k), a view into weights
         _weights_block_(w, q[..., rows, :], k, None if mask is None else mask[..., rows, :])
-        np.matmul(w, v, out=out[..., rows, :])  # (..., b, n_k) @ (..., n_k, d_v) -> (..., b, d_v)
+        with checked_later():  # checked below, on the output
+            # (..., b, n_k) @ (..., n_k, d_v) -> (..., b, d_v)
+            np.matmul(w, v, out=out[..., rows, :])
+    check_result(out, "the output weights @ v")
     return out, weights
 
 
 def _row_blocks(shape, itemsize):
     """Slices of query rows whose weights, over the whole batch, take about BLOCK_BYTES."""
     n_q, row_bytes = shape[-2], int(np.prod(shape[:-2])) * shape[-1] * itemsize
-    b = max(1, BLOCK_BYTES // row_bytes)
+    b = max(1, BLOCK_BYTES // max(1, row_bytes))  # row_bytes is 0 for an empty batch
     return [slice(i, min(i + b, n_q)) for i in range(0, n_q, b)]
 
 
 def _weights_block_(w, q_blk, k, mask_blk):
     """Fill ``w`` in place with the softmax weights of the (already scaled) query rows ``q_blk``."""
-    np.matmul(q_blk, k.swapaxes(-1, -2), out=w)  # (..., b, d_k) @ (..., d_k, n_k) -> (..., b, n_k)
+    with checked_later():  # checked in the softmax's row maxima
+        # (..., b, d_k) @ (..., d_k, n_k) -> (..., b, n_k)
+        np.matmul(q_blk, k.swapaxes(-1, -2), out=w)
     if mask_blk is not None:
         np.copyto(w, MASKED_SCORE, where=~mask_blk)
-    softmax_inplace(w, axis=-1)
+    # a row whose allowed scores are all -inf overflowed: the softmax raises for it
+    softmax_inplace(w, axis=-1, allowed=True if mask_blk is None else mask_blk)

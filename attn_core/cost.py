@@ -1,6 +1,7 @@
 """What attention costs: score-matrix cells, floating-point operations, bytes and time."""
 
 import time
+import timeit
 import tracemalloc
 
 import numpy as np
@@ -43,7 +44,8 @@ def score_matrix_cells(n, h=1, batch=1):
     >>> score_matrix_cells(2048) // score_matrix_cells(512)
     16
     """
-    n, h, batch = (check_positive_int(x, name) for x, name in ((n, "n"), (h, "h"), (batch, "batch")))
+    n, h, batch = (check_positive_int(x, name)
+                   for x, name in ((n, "n"), (h, "h"), (batch, "batch")))
     return batch * h * n * n
 
 
@@ -125,6 +127,120 @@ def projection_flops(n, d_model):
     return 4 * 2 * n * d_model * d_model
 
 
+def kv_cache_bytes(n, layers, heads, d_head, dtype="float16", batch=1):
+    """Bytes of a key/value cache: every layer keeps a key and a value per head per token.
+
+    Parameters
+    ----------
+    n : int
+        Tokens in the context (cached so far).
+    layers, heads, d_head : int
+        Model shape: ``heads * d_head`` is ``d_model`` for ordinary multi-head attention.
+    dtype : numpy dtype, optional
+        Storage type of the cache, default float16 (2 bytes).
+    batch : int, optional
+        Sequences decoded at once, default 1.
+
+    Returns
+    -------
+    nbytes : int
+
+    Notes
+    -----
+    .. math:: \\text{bytes} = 2 \\cdot L \\cdot b \\cdot h \\cdot n \\cdot d_{head}
+              \\cdot \\text{itemsize}
+
+    the 2 counting keys and values. It grows like ``n``; the score matrix like ``n^2``, but
+    only one layer's scores exist at a time while every layer's cache is kept.
+
+    Examples
+    --------
+    >>> kv_cache_bytes(32768, layers=32, heads=32, d_head=128) / 2**30
+    16.0
+    """
+    n, layers, heads, d_head, batch = (
+        check_positive_int(x, name) for x, name in
+        ((n, "n"), (layers, "layers"), (heads, "heads"), (d_head, "d_head"), (batch, "batch")))
+    return 2 * layers * batch * heads * n * d_head * _dtype_size(dtype)
+
+
+def layer_flops(n, d_model, h=1, d_ff=None):
+    """FLOPs of one transformer layer on ``n`` tokens, split into its parts.
+
+    Parameters
+    ----------
+    n : int
+        Tokens (queries and keys alike: self-attention over the whole sequence).
+    d_model : int
+    h : int, optional
+        Heads (only the softmax term depends on it).
+    d_ff : int, optional
+        Hidden width of the feed-forward network, default ``4 * d_model``.
+
+    Returns
+    -------
+    flops : dict
+        ``{"projections": 8 n d^2, "feed_forward": 4 n d d_ff,
+        "attention": 4 n^2 d + 5 h n^2, "total": ...}``
+
+    Notes
+    -----
+    The projections and the feed-forward network grow like ``n``; attention's scores and
+    weighted sum like ``n^2``. Layer norms, biases and the activation (``O(n d)``) are left
+    out; so are the embedding and output layers, outside the layers.
+
+    Examples
+    --------
+    >>> f = layer_flops(1024, 512, h=8)
+    >>> f["projections"] + f["feed_forward"] == 24 * 1024 * 512**2
+    True
+    """
+    n = check_positive_int(n, "n")
+    d_model = check_positive_int(d_model, "d_model")
+    d_ff = 4 * d_model if d_ff is None else check_positive_int(d_ff, "d_ff")
+    proj = projection_flops(n, d_model)
+    ffn = 2 * 2 * n * d_model * d_ff  # two (n, d) x (d, d_ff)-sized products
+    att = attention_flops(n, d_model, h=h)["total"]
+    return {"projections": proj, "feed_forward": ffn, "attention": att,
+            "total": proj + ffn + att}
+
+
+def attention_overtakes_at(d_model, h=1, d_ff=None):
+    """Smallest ``n`` at which attention's ``n^2`` FLOPs reach the rest of the layer's.
+
+    Parameters
+    ----------
+    d_model, h, d_ff : int
+        As in :func:`layer_flops` (``d_ff`` default ``4 * d_model``).
+
+    Returns
+    -------
+    n : int
+        The smallest ``n`` with ``attention >= projections + feed_forward``. The same for
+        the whole model, as every layer has the same shape.
+
+    Notes
+    -----
+    Dividing :func:`layer_flops`'s terms by ``n``:
+
+    .. math:: n (4 d + 5 h) \\ge 8 d^2 + 4 d\\, d_{ff}
+              \\iff n \\ge \\frac{8 d^2 + 4 d\\, d_{ff}}{4 d + 5 h}
+
+    With ``d_ff = 4 d`` and the small softmax term left out that is ``24 d^2 / 4 d = 6 d``.
+
+    Examples
+    --------
+    >>> attention_overtakes_at(4096, h=32)
+    24339
+    """
+    d_model = check_positive_int(d_model, "d_model")
+    h = check_positive_int(h, "h")
+    d_ff = 4 * d_model if d_ff is None else check_positive_int(d_ff, "d_ff")
+    attention_flops(1, d_model, h=h)  # same checks (h divides d_model) and messages
+    linear = 8 * d_model * d_model + 4 * d_model * d_ff
+    return -(-linear // (4 * d_model + 5 * h))  # ceiling division in integers
+
+
 def median_time(fn, *args, repeat=5, **kwargs):
     """Median wall time in seconds of ``fn(*args, **kwargs)`` over ``repeat`` calls.
 
@@ -143,6 +259,25 @@ def median_time(fn, *args, repeat=5, **kwargs):
         fn(*args, **kwargs)
         times.append(time.perf_counter() - start)
     return float(np.median(times))
+
+
+def min_time(fn, *args, repeat=20, **kwargs):
+    """Shortest wall time in seconds of ``fn(*args, **kwargs)`` over ``repeat`` calls.
+
+    One untimed warm-up call comes first; the calls are timed with :mod:`timeit`. On a
+    machine busy with other work, the shortest run is the one least disturbed by it, so
+    the minimum of many runs is steadier than a median of a few. It is still this
+    machine's figure, not a property of the code.
+
+    Examples
+    --------
+    >>> min_time(sum, [1, 2, 3], repeat=5) >= 0
+    True
+    """
+    repeat = check_positive_int(repeat, "repeat")
+    fn(*args, **kwargs)
+    timer = timeit.Timer(lambda: fn(*args, **kwargs), timer=time.perf_counter)
+    return float(min(timer.repeat(repeat=repeat, number=1)))
 
 
 def peak_memory(fn, *args, **kwargs):
@@ -171,7 +306,7 @@ def peak_memory(fn, *args, **kwargs):
 
 
 def loglog_slope(x, y):
-    """Slope of the least-squares line through ``(log x, log y)``: the exponent ``p`` in ``y ~ x^p``.
+    """Slope of the least-squares line through ``(log x, log y)``: ``p`` in ``y ~ x^p``.
 
     Parameters
     ----------
@@ -189,7 +324,8 @@ def loglog_slope(x, y):
     x = as_float_array(x, "x", min_ndim=1)
     y = as_float_array(y, "y", min_ndim=1)
     if x.ndim != 1 or x.shape != y.shape or x.size < 2:
-        raise ValueError(f"x and y must be 1-D of equal length >= 2, got shapes {x.shape} and {y.shape}")
+        raise ValueError(f"x and y must be 1-D of equal length >= 2, got shapes {x.shape} "
+                         f"and {y.shape}")
     if (x <= 0).any() or (y <= 0).any():
         raise ValueError("x and y must be positive to take logarithms")
     if np.ptp(x) == 0:

@@ -3,6 +3,10 @@
 Data only: every result the course shows is computed from these inputs by the maths
 modules. The ``PRINTED_*`` constants are the numbers the article printed, kept only so
 that the notebooks can set them beside the computed ones and point out where they differ.
+
+Every array here is read-only (``flags.writeable`` is False): ``q = examples.Q; q *= 2``
+raises instead of silently changing the default of every later call. Take a copy
+(``examples.Q.copy()``) to experiment with changed numbers.
 """
 
 import numpy as np
@@ -127,3 +131,17 @@ def random_qkv(n, d_k, d_v=None, *, batch=(), seed=SEED, dtype=np.float64):
     k = g.standard_normal((*batch, n, d_k)).astype(dtype)
     v = g.standard_normal((*batch, n, d_v)).astype(dtype)
     return q, k, v
+
+
+def _freeze_arrays(namespace):
+    """Make every ndarray in ``namespace`` read-only; return their names."""
+    frozen = []
+    for name, value in namespace.items():
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+            frozen.append(name)
+    return tuple(frozen)
+
+
+#: The names of the module's arrays, all made read-only (last in the module, so none is missed).
+READ_ONLY_ARRAYS = _freeze_arrays(dict(globals()))

@@ -16,7 +16,7 @@ import numpy as np
 
 from ._validate import as_float_array, check_mask, check_scale
 from .attention import MASKED_SCORE, _check_qk, _scores, attention
-from .multihead import _affine, _check_biases, _check_heads, _check_weight, _merge, _split
+from .multihead import _affine, _check_inputs, _merge, _split
 from .softmax import stable_softmax
 
 
@@ -162,21 +162,6 @@ def _backward_from_weights(q, k, v, p, grad_out, scale):
     return grads, grad_s
 
 
-def _check_mha(x, w_q, w_k, w_v, w_o, h, biases):
-    """The forward pass's checks of :func:`~attn_core.multi_head_attention`, in its order."""
-    x = as_float_array(x, "x", min_ndim=2)
-    d_model = x.shape[-1]
-    w_q, w_k, w_v = (_check_weight(w, name, d_model) for w, name in
-                     ((w_q, "w_q"), (w_k, "w_k"), (w_v, "w_v")))
-    if w_q.shape != w_k.shape:
-        raise ValueError(f"w_q and w_k must have the same shape, got {w_q.shape} and {w_k.shape}")
-    h = _check_heads(w_q.shape[1], h, "the width of w_q and w_k (h * d_k)")
-    _check_heads(w_v.shape[1], h, "the width of w_v (h * d_v)")
-    w_o = _check_weight(w_o, "w_o", w_v.shape[1])
-    biases = _check_biases(biases, (w_q.shape[1], w_k.shape[1], w_v.shape[1], w_o.shape[1]))
-    return x, (w_q, w_k, w_v, w_o), h, biases
-
-
 def multi_head_attention_backward(x, w_q, w_k, w_v, w_o, h, grad_out, mask=None, biases=None):
     """Gradients of :func:`~attn_core.multi_head_attention` w.r.t. its input, weights and biases.
 
@@ -212,9 +197,10 @@ def multi_head_attention_backward(x, w_q, w_k, w_v, w_o, h, grad_out, mask=None,
     >>> grads["x"].shape, grads["w_q"].shape, grads["b_o"].tolist()
     ((3, 4), (4, 4), [3.0, 3.0, 3.0, 3.0])
     """
-    x, (w_q, w_k, w_v, w_o), h, (b_q, b_k, b_v, b_o) = _check_mha(x, w_q, w_k, w_v, w_o, h,
+    x, (w_q, w_k, w_v, w_o), h, (b_q, b_k, b_v, b_o) = _check_inputs(x, w_q, w_k, w_v, w_o, h,
                                                                   biases)
-    q, k, v = (_split(_affine(x, w, b), h) for w, b in ((w_q, b_q), (w_k, b_k), (w_v, b_v)))
+    q, k, v = (_split(_affine(x, w, b, f"x @ w_{name}"), h)  # each (..., h, n, d_head)
+               for w, b, name in ((w_q, b_q, "q"), (w_k, b_k, "k"), (w_v, b_v, "v")))
     scale = 1.0 / np.sqrt(q.shape[-1])
     s = _scores(q, k, scale)  # (..., h, n, n)
     if mask is not None:

@@ -2,7 +2,15 @@
 
 import numpy as np
 
-from ._validate import as_float_array, check_mask, check_positive_int, divisors
+from ._validate import (
+    as_float_array,
+    check_mask,
+    check_positive_int,
+    check_result,
+    checked_later,
+    divisors,
+    to_common_dtype,
+)
 from .attention import MASKED_SCORE, _scores
 from .softmax import stable_softmax
 
@@ -30,7 +38,9 @@ def split_heads(x, h):
     Returns
     -------
     heads : (..., h, n, d_model // h) ndarray
-        ``heads[..., i, :, :]`` is columns ``i*d_k .. (i+1)*d_k - 1`` of ``x``.
+        ``heads[..., i, :, :]`` is columns ``i*d_k .. (i+1)*d_k - 1`` of ``x``. A new array,
+        never a view of ``x``: writing into it leaves ``x`` as it was. Its dtype follows
+        the package's dtype rule (float16 as float32, integers as float64).
 
     Notes
     -----
@@ -48,7 +58,7 @@ def split_heads(x, h):
     """
     x = as_float_array(x, "x", min_ndim=2)
     h = _check_heads(x.shape[-1], h, "d_model (the last dimension of x)")
-    return _split(x, h)
+    return _split(x, h).copy()  # a copy: a view would let a caller write into x
 
 
 def _split(x, h):
@@ -68,7 +78,8 @@ def merge_heads(x):
     Returns
     -------
     merged : (..., n, h * d_k) ndarray
-        Head ``i`` fills columns ``i*d_k .. (i+1)*d_k - 1``.
+        Head ``i`` fills columns ``i*d_k .. (i+1)*d_k - 1``. A new array, never a view of
+        ``x``; its dtype follows the package's dtype rule, as in :func:`split_heads`.
 
     Notes
     -----
@@ -81,7 +92,8 @@ def merge_heads(x):
     True
     """
     x = as_float_array(x, "x", min_ndim=3, layout="(..., h, n, d_k)")
-    return _merge(x)
+    merged = _merge(x)
+    return merged.copy() if np.shares_memory(merged, x) else merged  # h = 1 reshapes as a view
 
 
 def _merge(x):
@@ -106,6 +118,9 @@ def _check_biases(biases, widths):
         if unknown:
             raise ValueError(f"biases keys must be among 'q', 'k', 'v', 'o', got {sorted(unknown)}")
         biases = [biases.get(key) for key in "qkvo"]
+    if not isinstance(biases, (tuple, list)):
+        raise TypeError("biases must be a tuple (b_q, b_k, b_v, b_o) or a dict with keys 'q', "
+                        f"'k', 'v', 'o' (any may be None), or None, got {biases!r}")
     if len(biases) != 4:
         raise ValueError(f"biases must be (b_q, b_k, b_v, b_o), got {len(biases)} items")
     checked = []
@@ -156,6 +171,11 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, h, mask=None, biases=None):
     split into slices, which is the same as ``h`` separate ``(d_model, d_k)`` projections.
     The scale is ``1/sqrt(d_k)`` with the per-head ``d_k``.
 
+    Dtypes follow the package's rule (``attn_core._validate``): ``x``, the projections and
+    the biases are brought to their common dtype (float16 as float32, integers as float64),
+    and both results have it. A projection, score or output that overflows raises a
+    ValueError naming it, never a silent inf or NaN.
+
     Examples
     --------
     >>> rng = np.random.default_rng(0)
@@ -166,6 +186,29 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, h, mask=None, biases=None):
     ((5, 8), (2, 5, 5))
     >>> np.allclose(weights.sum(axis=-1), 1.0)
     True
+    """
+    x, (w_q, w_k, w_v, w_o), h, (b_q, b_k, b_v, b_o) = _check_inputs(x, w_q, w_k, w_v, w_o,
+                                                                     h, biases)
+    q, k, v = (_affine(x, w, b, f"x @ w_{name} (the {what} projection)")
+               for w, b, name, what in ((w_q, b_q, "q", "query"), (w_k, b_k, "k", "key"),
+                                        (w_v, b_v, "v", "value")))
+    q, k, v = _split(q, h), _split(k, h), _split(v, h)  # each (..., h, n, d_head)
+    s = _scores(q, k, 1.0 / np.sqrt(q.shape[-1]))  # (..., h, n, n)
+    allowed = True
+    if mask is not None:
+        allowed = check_mask(mask, s.shape)
+        s = np.where(allowed, s, s.dtype.type(MASKED_SCORE))
+    # an inf/NaN score, or a row of allowed scores that all overflowed to -inf, raises here
+    weights = stable_softmax(s, axis=-1, allowed=allowed)
+    with checked_later():
+        heads = weights @ v  # (..., h, n, n) @ (..., h, n, d_v) -> (..., h, n, d_v)
+    check_result(heads, "the heads (weights @ v)")
+    return _affine(_merge(heads), w_o, b_o, "heads @ w_o (the output projection)"), weights
+
+
+def _check_inputs(x, w_q, w_k, w_v, w_o, h, biases):
+    """The checks of :func:`multi_head_attention` (also its backward pass): shapes, heads,
+    biases, then the dtype rule. Returns ``x, (w_q, w_k, w_v, w_o), h, (b_q, b_k, b_v, b_o)``.
     """
     x = as_float_array(x, "x", min_ndim=2)
     d_model = x.shape[-1]
@@ -178,16 +221,18 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, h, mask=None, biases=None):
     w_o = _check_weight(w_o, "w_o", w_v.shape[1])
     b_q, b_k, b_v, b_o = _check_biases(biases, (w_q.shape[1], w_k.shape[1], w_v.shape[1],
                                                 w_o.shape[1]))
-    q, k, v = (_affine(x, w, b) for w, b in ((w_q, b_q), (w_k, b_k), (w_v, b_v)))
-    q, k, v = _split(q, h), _split(k, h), _split(v, h)  # each (..., h, n, d_head)
-    s = _scores(q, k, 1.0 / np.sqrt(q.shape[-1]))  # (..., h, n, n)
-    if mask is not None:
-        s = np.where(check_mask(mask, s.shape), s, s.dtype.type(MASKED_SCORE))
-    weights = stable_softmax(s, axis=-1)
-    heads = weights @ v  # (..., h, n, n) @ (..., h, n, d_v) -> (..., h, n, d_v)
-    return _affine(_merge(heads), w_o, b_o), weights
+    x, w_q, w_k, w_v, w_o = to_common_dtype(x, w_q, w_k, w_v, w_o, *(
+        b for b in (b_q, b_k, b_v, b_o) if b is not None))[:5]  # the dtype rule: one dtype
+    b_q, b_k, b_v, b_o = (None if b is None else b.astype(x.dtype, copy=False)
+                          for b in (b_q, b_k, b_v, b_o))
+    return x, (w_q, w_k, w_v, w_o), h, (b_q, b_k, b_v, b_o)
 
 
-def _affine(x, w, b):
-    y = x @ w  # (..., n, d_in) @ (d_in, d_out) -> (..., n, d_out)
-    return y if b is None else y + b
+def _affine(x, w, b, what):
+    """``x @ w + b``, raising a ValueError naming ``what`` if it overflowed."""
+    with checked_later():
+        y = x @ w  # (..., n, d_in) @ (d_in, d_out) -> (..., n, d_out)
+        if b is not None:
+            y = y + b
+    check_result(y, what)
+    return y

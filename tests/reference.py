@@ -291,6 +291,15 @@ def assert_clear_error(call, exc_type, pattern):
     assert_raised_by_attn_core(excinfo)
 
 
+def assert_no_warnings(call):
+    """Return ``call()``, failing if it emits any warning (numpy RuntimeWarnings included)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return call()
+
+
 # --- what the exercise-check tests share ----------------------------------------------------
 
 

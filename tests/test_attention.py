@@ -1,14 +1,20 @@
 """scores and attention against the float64 loop reference, and their properties."""
 
+import importlib
 import re
+from unittest import mock
 
 import numpy as np
 import pytest
+import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
 
-import reference as ref
-from attn_core import MASKED_SCORE, attention, scores
+from attn_core import MASKED_SCORE, attention, flash_attention, multi_head_attention, scores
+from attn_core.softmax import stable_softmax
+
+#: The module attn_core.attention (the package's name ``attention`` is the function).
+attention_module = importlib.import_module("attn_core.attention")
 
 SEED = 20240602
 
@@ -102,6 +108,14 @@ def test_masked_weights_are_exactly_zero(p):
 
 
 def test_masked_score_is_minus_infinity():
+    """attention's masked weights are exactly softmax of the scores with MASKED_SCORE filled in,
+    and MASKED_SCORE is -inf (so that exp gives exactly 0)."""
+    q, k, v = qkv(4, 3)
+    mask = np.random.default_rng(SEED).random((4, 4)) < 0.5
+    _, weights = attention(q, k, v, mask=mask)
+    filled = np.where(mask, scores(q, k), MASKED_SCORE)
+    np.testing.assert_allclose(weights, stable_softmax(filled), rtol=1e-14, atol=0)
+    np.testing.assert_allclose(weights, ref.attention(q, k, v, mask)[1], rtol=1e-12, atol=1e-14)
     assert MASKED_SCORE == -np.inf
 
 
@@ -285,3 +299,108 @@ def test_overflowing_scores_are_refused_not_nan(dtype, big):
             assert re.search(r"overflow|too large|finite", str(exc)), str(exc)
             return
     assert np.isfinite(out).all() and np.isfinite(weights).all(), (out, weights)
+
+
+# --- scores that overflow to -inf are an error, not a masked row ----------------------------
+
+#: (q, k, v, scale) whose scores all overflow to -inf in a row that may attend to every key.
+#: The true answer of the first is weights [0.5, 0.5] and output 2.0.
+NEG_OVERFLOW = [
+    pytest.param([[1e200]], [[-1e200], [-1e200]], [[1.0], [3.0]], 1.0, id="1e200"),
+    pytest.param([[1.0, 2.0]], [[-1e300, 0.0], [-3e300, 1.0]], [[1.0], [3.0]], 1e10,
+                 id="large-scale"),
+    pytest.param(np.float32([[1e20]]), np.float32([[-1e20], [-1e20]]), np.float32([[1.0], [3.0]]),
+                 None, id="float32-1e20"),
+]
+
+
+@pytest.mark.parametrize(("q", "k", "v", "scale"), NEG_OVERFLOW)
+def test_scores_overflowing_to_minus_inf_are_refused(q, k, v, scale):
+    """Today they give all-zero weights and a zero output, as if the row were fully masked."""
+    ref.assert_clear_error(lambda: attention(q, k, v, scale=scale), ValueError,
+                           r"overflowed to -inf")
+    ref.assert_clear_error(lambda: scores(q, k, scale=scale), ValueError, r"overflowed")
+
+
+def test_only_the_mask_makes_a_row_empty():
+    """A fully masked row is zeros; an allowed row whose scores overflow to -inf raises."""
+    q, k, v = [[1.0], [1e200]], [[-1e200], [-1e200]], [[1.0], [3.0]]
+    out, weights = ref.assert_no_warnings(
+        lambda: attention(q, k, v, mask=[[True, True], [False, False]], scale=1.0))
+    assert weights[1].tolist() == [0.0, 0.0] and out[1].tolist() == [0.0]
+    np.testing.assert_allclose(weights[0], [0.5, 0.5], rtol=1e-15)
+    ref.assert_clear_error(
+        lambda: attention(q, k, v, mask=[[True, True], [True, False]], scale=1.0), ValueError,
+        r"overflowed to -inf")
+
+
+def test_one_score_overflowing_to_minus_inf_beside_a_finite_one_gets_weight_zero():
+    """Its true weight is exp(-1e400), 0 in every float dtype: no error, and no warning."""
+    out, weights = ref.assert_no_warnings(
+        lambda: attention([[1e200]], [[-1e200], [1.0]], [[1.0], [3.0]], scale=1.0))
+    assert weights.tolist() == [[0.0, 1.0]] and out.tolist() == [[3.0]]
+
+
+def test_a_scale_that_overflows_the_queries_is_refused():
+    ref.assert_clear_error(lambda: attention([[1e300]], [[1.0], [2.0]], [[1.0], [3.0]],
+                                             scale=1e10), ValueError, r"q \* scale.*overflowed")
+
+
+# --- an empty batch --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("batch", [(0,), (2, 0), (0, 3)])
+def test_an_empty_batch_gives_empty_results(batch):
+    """Like flash_attention and multi_head_attention; today a ZeroDivisionError."""
+    q, k, v = (np.zeros((*batch, 4, 2)) for _ in range(3))
+    out, weights = attention(q, k, v)
+    assert out.shape == (*batch, 4, 2) and weights.shape == (*batch, 4, 4)
+    out, weights = attention(q, k, np.zeros((*batch, 4, 5)), mask=np.tri(4, dtype=bool))
+    assert out.shape == (*batch, 4, 5) and weights.shape == (*batch, 4, 4)
+    assert flash_attention(q, k, v).shape == out.shape[:-1] + (2,)
+    x = np.zeros((*batch, 4, 2))
+    mha_out, mha_w = multi_head_attention(x, *np.eye(2)[None].repeat(4, 0), h=1)
+    assert mha_out.shape == (*batch, 4, 2) and mha_w.shape == (*batch, 1, 4, 4)
+
+
+# --- several row blocks ------------------------------------------------------------------------
+
+
+def _row_block_sizes(shape, itemsize=8):
+    return [r.stop - r.start for r in attention_module._row_blocks(shape, itemsize)]
+
+
+@ref.PROPERTY
+@given(ref.attention_problems(max_n=7), st.sampled_from([1, 2]))
+def test_attention_equals_loop_reference_with_tiny_row_blocks(p, rows_per_block):
+    """The reference comparison with the row blocks forced down to 1 or 2 query rows each."""
+    out0, w0 = attention(p["q"], p["k"], p["v"], mask=p["mask"])  # to learn the weights' shape
+    row_bytes = int(np.prod(w0.shape[:-2])) * w0.shape[-1] * w0.itemsize
+    with mock.patch.object(attention_module, "BLOCK_BYTES", rows_per_block * row_bytes):
+        assert set(_row_block_sizes(w0.shape, w0.itemsize)[:-1]) <= {rows_per_block}
+        out, weights = attention(p["q"], p["k"], p["v"], mask=p["mask"])
+    ref_out, ref_weights, _ = ref.attention(p["q"], p["k"], p["v"], p["mask"])
+    np.testing.assert_allclose(np.broadcast_to(weights, ref_weights.shape), ref_weights,
+                               **ref.tol(p["dtype"]))
+    np.testing.assert_allclose(out, ref_out, **ref.tol(p["dtype"]))
+
+
+def test_a_problem_spanning_several_row_blocks_by_default_equals_the_reference():
+    """n = 1100 float64 weights take 9.7 MB: three blocks of BLOCK_BYTES (4 MiB) by default.
+
+    Query rows are independent, so the loop reference is run on the rows either side of
+    every block boundary (and the first and last); every row must be a proper distribution.
+    """
+    n = 1100
+    q, k, v = qkv(n, 3, seed=SEED + 5)
+    mask = np.random.default_rng(SEED).random((n, n)) < 0.8
+    sizes = _row_block_sizes((n, n))
+    assert len(sizes) >= 3, sizes
+    out, weights = attention(q, k, v, mask=mask)
+    bounds = np.cumsum(sizes)[:-1]
+    rows = sorted({0, n - 1, *bounds, *(bounds - 1), *(bounds + 1)})
+    ref_out, ref_weights, _ = ref.attention(q[rows], k, v, mask[rows])
+    np.testing.assert_allclose(weights[rows], ref_weights, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(out[rows], ref_out, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(weights.sum(axis=-1), 1.0, rtol=0, atol=1e-12)
+    assert (weights[~mask] == 0).all()

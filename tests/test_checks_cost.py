@@ -5,12 +5,17 @@ import math
 
 import numpy as np
 import pytest
-
-from attn_core import (attention, examples, flash_attention, flash_attention_steps,
-                       score_matrix_bytes, score_matrix_cells)
-from attn_core.checks import check_cells, check_relative_cost, check_running_max
 from reference import assert_not_yet, assert_unanswered, numbers_in
 
+from attn_core import (
+    attention,
+    examples,
+    flash_attention,
+    flash_attention_steps,
+    score_matrix_bytes,
+    score_matrix_cells,
+)
+from attn_core.checks import check_cells, check_relative_cost, check_running_max
 
 # --- the notebook's table and the article's --------------------------------------------------
 

@@ -64,23 +64,36 @@ def test_masked_weights_match_the_loop_reference():
 
 
 def test_printed_causal_row_2_comes_from_the_erroneous_score():
+    """Guards notebook 07's erratum on attn_core/examples.py's PRINTED_* data, with the
+    weights attn_core computes."""
     printed = examples.PRINTED_CAUSAL_WEIGHTS
     wrong_row = examples.PRINTED_SCORES[1, :2].tolist()  # 1.78 and 1.74, as printed
     from_printed = loop_softmax([x / math.sqrt(2) for x in wrong_row])
     assert np.round(from_printed, 2).tolist() == printed[1, :2].tolist()
     assert np.round(MASKED_WEIGHTS[1][:2], 2).tolist() != printed[1, :2].tolist()
+    _, w = attention(examples.Q, examples.K, examples.V, mask=causal_mask(4))
+    assert np.round(w[1, :2], 2).tolist() != printed[1, :2].tolist()
 
 
 def test_printed_causal_row_4_contradicts_the_printed_unmasked_row_4():
-    # nothing is masked in the last row, so both printed rows should be the same
+    """Nothing is masked in the last row, so both printed rows should be the same (they are
+    not: attn_core/examples.py's PRINTED_* data), and attn_core's rows are."""
     assert not np.allclose(examples.PRINTED_CAUSAL_WEIGHTS[3], examples.PRINTED_WEIGHTS[3])
     np.testing.assert_allclose(MASKED_WEIGHTS[3], UNMASKED[3], atol=1e-12)
+    _, masked = attention(examples.Q, examples.K, examples.V, mask=causal_mask(4))
+    _, unmasked = attention(examples.Q, examples.K, examples.V)
+    np.testing.assert_allclose(masked[3], unmasked[3], rtol=0, atol=1e-15)
 
 
 def test_zeroing_after_softmax_and_renormalising_equals_masking_before():
+    """Notebook 07's argument, with the reference and with attn_core's attention."""
     assert not all(math.isclose(s, 1.0) for s in ZEROED_SUMS[:-1])
     renormed = [[w / s for w in r] for r, s in zip(ZEROED, ZEROED_SUMS, strict=True)]
     np.testing.assert_allclose(renormed, MASKED_WEIGHTS, atol=1e-12)
+    _, unmasked = attention(examples.Q, examples.K, examples.V)
+    zeroed = np.where(causal_mask(4), unmasked, 0.0)
+    _, masked = attention(examples.Q, examples.K, examples.V, mask=causal_mask(4))
+    np.testing.assert_allclose(zeroed / zeroed.sum(axis=-1, keepdims=True), masked, atol=1e-15)
 
 
 def test_fully_masked_row_is_zeros_not_nan():

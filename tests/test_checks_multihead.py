@@ -5,19 +5,22 @@ import math
 
 import numpy as np
 import pytest
-
-from attn_core import examples, multi_head_attention, split_heads
-from attn_core.checks import (check_head_dim, check_head_queries, check_valid_head_counts,
-                              check_weights_shape)
 from reference import assert_not_yet, assert_unanswered, numbers_in
 
+from attn_core import examples, multi_head_attention, split_heads
+from attn_core.checks import (
+    check_head_dim,
+    check_head_queries,
+    check_valid_head_counts,
+    check_weights_shape,
+)
 
 # --- independent references ---------------------------------------------------------------
 
 
 def loop_mha(x, w_q, w_k, w_v, w_o, h):
     """Multi-head attention with Python loops over heads, rows and columns."""
-    n, d_model = len(x), len(x[0])
+    n = len(x)
     width = len(w_q[0])
     d_k = width // h
 

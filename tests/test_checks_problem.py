@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from attn_core import examples
+from attn_core import attention, examples
 from attn_core.checks import check_focus_query, check_mixture, check_top_token
 
 TOKENS = examples.TOKENS
@@ -45,12 +45,36 @@ def numbers_in(text):
     return set(re.findall(r"-?\d+\.\d+|\d+", text))
 
 
+def notebook_array(name):
+    """The array ``name`` as notebooks/01-the-problem.ipynb defines it (its cell, executed)."""
+    import contextlib
+    import io
+    from pathlib import Path
+
+    import nbformat
+
+    path = Path(__file__).resolve().parents[1] / "notebooks" / "01-the-problem.ipynb"
+    cells = [c.source for c in nbformat.read(path, as_version=4).cells
+             if c.cell_type == "code" and f"{name} = np.array(" in c.source]
+    assert len(cells) == 1, f"{path.name} should define {name} in one cell"
+    namespace = {"np": np}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(cells[0], namespace)  # the course's own cell: np.array literals and a print
+    return namespace[name]
+
+
 def test_notebook_example_it_draws_mostly_from_animal():
+    """Guards notebooks/01-the-problem.ipynb: with its KEYS and VALUES, attn_core's attention
+    gives "it" most of its weight on "animal" and an output closest to animal's value."""
+    np.testing.assert_array_equal(notebook_array("KEYS"), KEYS)
+    np.testing.assert_array_equal(notebook_array("VALUES"), VALUES)
     w = ref_weights(IT_QUERY, KEYS)
     assert max(range(len(w)), key=w.__getitem__) == TOKENS.index("animal")
     assert w[TOKENS.index("animal")] > 0.6
-    out = ref_mix(w, VALUES)
-    dist = [math.dist(out, v) for v in VALUES]
+    out, weights = attention(queries_with(IT_QUERY), KEYS, VALUES)
+    np.testing.assert_allclose(weights[IT], w, rtol=1e-12)
+    np.testing.assert_allclose(out[IT], ref_mix(w, VALUES), rtol=1e-12, atol=1e-15)
+    dist = [math.dist(out[IT], v) for v in VALUES]
     assert min(range(len(dist)), key=dist.__getitem__) == TOKENS.index("animal")
 
 

@@ -8,8 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attn_core import examples
-from attn_core.checks import (PROJECTION_OPTIONS, check_product_shape, check_projection_choice,
-                              check_query_row)
+from attn_core.checks import (
+    PROJECTION_OPTIONS,
+    check_product_shape,
+    check_projection_choice,
+    check_query_row,
+)
 
 X_SMALL = [[1.0, 0.0, 2.0], [1.0, 3.0, 2.0], [2.0, 1.0, 0.0]]  # as in notebook 02
 WQ_SMALL = [[1.0, 0.0], [2.0, 1.0], [0.0, 3.0]]

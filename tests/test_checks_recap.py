@@ -1,6 +1,7 @@
 """The recap quiz of notebook 10: right answers pass, typical wrong ones get a hint that
 names the notebook to reread, and no message gives the answer away."""
 
+import math
 import re
 from pathlib import Path
 
@@ -68,6 +69,35 @@ def test_numeric_question(check, kwargs, reference, notebook):
     assert not fb and fb.message.startswith("… No answer yet") and notebook in fb.message
     assert answer_absent(fb.message, round(expected))
     assert "single number" in check("eight", **kwargs).message
+
+
+#: (check, kwargs, exact answer, the tolerance the quiz promises). The exact answers come from
+#: the reasoning, not from attn_core: a sum of d_k independent unit-variance products has
+#: variance d_k (standard deviation sqrt(d_k)); h heads of width d_model / h do the same
+#: multiply-adds as one head of width d_model; cells grow with the square of the length.
+NEAR_MISS = [
+    (check_quiz_spread, {"d_k": 64}, math.sqrt(64), 0.05),
+    (check_quiz_heads, {"d_model": 512, "h": 8}, 1.0, 0.01),
+    (check_quiz_long_context, {"short": 2048, "long": 8192}, 16.0, 0.01),
+    (check_quiz_mask, {"n": 4}, 10.0, 0.01),
+]
+
+
+@pytest.mark.parametrize(("check", "kwargs", "exact", "atol"), NEAR_MISS)
+def test_near_misses_are_refused_and_roundings_accepted(check, kwargs, exact, atol):
+    """Wrong answers close to the right one are refused: a tolerance 10x looser lets them pass.
+
+    For 04-scaling's spread (8, tolerance 0.05) that means 7.6 and 8.4 (off by 0.4, inside a
+    10x looser 0.5) and 7.9 are refused; answers within half the tolerance pass.
+    """
+    for offset in (-8 * atol, -5 * atol, -2 * atol, 2 * atol, 5 * atol, 8 * atol):
+        fb = check(exact + offset, **kwargs)
+        assert not fb, f"{exact + offset} accepted for {exact} (tolerance {atol})"
+    for offset in (-atol / 2, 0.0, atol / 2):
+        assert check(exact + offset, **kwargs), f"{exact + offset} refused for {exact}"
+    if check is check_quiz_spread:
+        assert not check_quiz_spread(7.6, d_k=64) and not check_quiz_spread(8.4, d_k=64)
+        assert check_quiz_spread(8.0, d_k=64) and check_quiz_spread(7.98, d_k=64)
 
 
 @pytest.mark.parametrize(("check", "expected", "notebook"), CHOICE)

@@ -12,8 +12,11 @@ import numpy as np
 import pytest
 
 from attn_core import attention, examples, softmax
-from attn_core.checks import (check_temperature_limit, check_temperature_weights,
-                              check_weight_by_hand)
+from attn_core.checks import (
+    check_temperature_limit,
+    check_temperature_weights,
+    check_weight_by_hand,
+)
 from attn_core.checks._base import NO_ANSWER, NOT_YET, RIGHT
 
 
@@ -55,12 +58,16 @@ def test_worked_weights_match_the_loop_reference():
 
 
 def test_printed_weights_follow_neither_from_the_inputs_nor_from_the_printed_scores():
+    """Guards notebook 05's erratum on attn_core/examples.py's PRINTED_* data; the candidate
+    weights come from the reference and from attn_core's softmax and attention."""
     printed = examples.PRINTED_WEIGHTS
     from_printed_scaled = [loop_softmax([x / math.sqrt(2) for x in r])
                            for r in examples.PRINTED_SCORES.tolist()]
     from_printed_raw = [loop_softmax(r) for r in examples.PRINTED_SCORES.tolist()]
     from_raw = [loop_softmax(r) for r in RAW]
-    for candidate in (WEIGHTS, from_printed_scaled, from_printed_raw, from_raw):
+    package = [attention(examples.Q, examples.K, examples.V)[1],
+               softmax(examples.PRINTED_SCORES / math.sqrt(2)), softmax(examples.PRINTED_SCORES)]
+    for candidate in (WEIGHTS, from_printed_scaled, from_printed_raw, from_raw, *package):
         assert np.abs(np.round(candidate, 2) - printed).max() > 0.015
 
 
@@ -131,6 +138,9 @@ def test_temperature_sharpens_below_one_and_flattens_above():
     sharp = max(loop_softmax([x / 0.5 for x in row]))
     flat = max(loop_softmax([x / 2 for x in row]))
     assert sharp > base > flat
+    for temperature, expected in ((1.0, base), (0.5, sharp), (2.0, flat)):
+        got = float(softmax(examples.SMALL_SCORES / temperature).max())
+        assert math.isclose(got, expected, rel_tol=1e-12)
 
 
 def test_temperature_weights_flags_multiplying_and_forgetting():
@@ -165,6 +175,7 @@ def test_temperature_limit():
     assert_hint(check_temperature_limit("one-hot"))
     assert_hint(check_temperature_limit("unchanged"))
     fb = check_temperature_limit("flat")
-    assert_hint(fb) and "choose one of" in fb.message
+    assert_hint(fb)  # returns None: the message test must be its own assert
+    assert "choose one of" in fb.message and "uniform" in fb.message
     assert check_temperature_limit(None).message.startswith(NO_ANSWER)
     assert "uniform" not in check_temperature_limit(None).message.split("Hint:")[1].lower()

@@ -1,15 +1,21 @@
 """Cost formulas against independent arithmetic, and the timing and memory helpers."""
 
-import re
-
 import numpy as np
 import pytest
+import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
 
-import reference as ref
-from attn_core import (attention, attention_flops, loglog_slope, median_time, peak_memory,
-                       projection_flops, score_matrix_bytes, score_matrix_cells)
+from attn_core import (
+    attention,
+    attention_flops,
+    loglog_slope,
+    median_time,
+    peak_memory,
+    projection_flops,
+    score_matrix_bytes,
+    score_matrix_cells,
+)
 from attn_core import cost as cost_module
 
 SEED = 20240606
@@ -212,3 +218,103 @@ BAD_INPUT = [
 @pytest.mark.parametrize(("call", "exc_type", "pattern"), BAD_INPUT)
 def test_bad_input_gets_a_clear_error(call, exc_type, pattern):
     ref.assert_clear_error(call, exc_type, pattern)
+
+
+# --- key/value cache and whole-layer FLOPs ---------------------------------------------------
+
+
+@ref.PROPERTY
+@given(sizes, st.integers(1, 48), small, small, small,
+       st.sampled_from(["float16", "float32", "float64"]))
+def test_kv_cache_bytes_count_two_rows_per_token_head_and_layer(n, layers, heads, d_head, batch,
+                                                                dtype):
+    itemsize = {"float16": 2, "float32": 4, "float64": 8}[dtype]
+    per_token = 0
+    for _ in range(layers):
+        for _ in range(heads):
+            per_token += 2 * d_head  # one key row and one value row
+    assert cost_module.kv_cache_bytes(n, layers, heads, d_head, dtype, batch) == \
+        batch * n * per_token * itemsize
+
+
+def test_kv_cache_bytes_match_the_arrays_of_a_real_cache():
+    from attn_core.decoding import append_kv, empty_cache
+
+    g = np.random.default_rng(SEED)
+    layers, heads, n, d_head = 3, 2, 5, 4
+    total = 0
+    for _ in range(layers):
+        c = append_kv(empty_cache(d_head, batch=(heads,), dtype="float32"),
+                      g.standard_normal((heads, n, d_head)).astype(np.float32),
+                      g.standard_normal((heads, n, d_head)).astype(np.float32))
+        total += c.nbytes
+    assert cost_module.kv_cache_bytes(n, layers, heads, d_head, "float32") == total
+
+
+def test_kv_cache_of_a_7b_shape_at_32k_tokens_is_16_gib():
+    # 32 layers x 2 (K and V) x 32768 tokens x 4096 numbers x 2 bytes
+    assert cost_module.kv_cache_bytes(32768, 32, 32, 128) == 32 * 2 * 32768 * 4096 * 2 == 16 * 2**30
+
+
+@ref.PROPERTY
+@given(sizes, st.sampled_from([(64, 1), (64, 4), (384, 12), (512, 8)]), st.one_of(st.none(), small))
+def test_layer_flops_add_up_the_products(n, shape, d_ff):
+    d, h = shape
+    f = cost_module.layer_flops(n, d, h=h, d_ff=d_ff)
+    width = 4 * d if d_ff is None else d_ff
+    # (n x d) @ (d x d) four times; (n x d) @ (d x d_ff) and (n x d_ff) @ (d_ff x d)
+    assert f["projections"] == 4 * (2 * n * d * d)
+    assert f["feed_forward"] == 2 * n * d * width + 2 * n * width * d
+    # scores (n x d_k) @ (d_k x n) and weights @ values per head, plus 5 softmax ops per score
+    assert f["attention"] == h * (2 * n * n * (d // h) * 2) + 5 * h * n * n
+    assert f["total"] == f["projections"] + f["feed_forward"] + f["attention"]
+
+
+@pytest.mark.parametrize("d, h, d_ff", [(4096, 32, None), (768, 12, None), (384, 12, 1536),
+                                        (64, 1, 100), (8, 2, 8)])
+def test_attention_overtakes_at_the_first_n_where_it_costs_more(d, h, d_ff):
+    n = cost_module.attention_overtakes_at(d, h=h, d_ff=d_ff)
+
+    def share(m):
+        f = cost_module.layer_flops(m, d, h=h, d_ff=d_ff)
+        return f["attention"] - f["projections"] - f["feed_forward"]
+
+    assert share(n) >= 0 > share(n - 1) if n > 1 else share(n) >= 0
+
+
+def test_the_crossover_is_six_d_model_without_the_softmax_term():
+    # 4 n^2 d = 24 n d^2 exactly at n = 6 d; the 5 h n^2 softmax FLOPs bring it a little earlier
+    for d, h in [(4096, 32), (768, 12), (512, 8)]:
+        n = cost_module.attention_overtakes_at(d, h=h)
+        assert n <= 6 * d
+        assert abs(n - 6 * d) / (6 * d) < 0.03
+    assert cost_module.attention_overtakes_at(4096, h=32) == -(-24 * 4096**2 // (4 * 4096 + 160))
+
+
+@pytest.mark.parametrize("call, exc, pattern", [
+    (lambda: cost_module.kv_cache_bytes(0, 1, 1, 1), ValueError, r"n must be an integer >= 1"),
+    (lambda: cost_module.kv_cache_bytes(8, 2.0, 1, 1), TypeError, r"layers must be an integer"),
+    (lambda: cost_module.kv_cache_bytes(8, 1, 1, 1, dtype="int8"), ValueError, r"floating dtype"),
+    (lambda: cost_module.layer_flops(8, 10, h=3), ValueError, r"divisible by h"),
+    (lambda: cost_module.attention_overtakes_at(10, h=4), ValueError, r"divisible by h"),
+    (lambda: cost_module.attention_overtakes_at(10, d_ff=0), ValueError,
+     r"d_ff must be an integer"),
+])
+def test_cost_errors_are_named(call, exc, pattern):
+    ref.assert_clear_error(call, exc, pattern)
+
+
+def test_min_time_is_the_shortest_of_the_timed_calls(monkeypatch):
+    calls = []
+    ticks = iter([0.0, 0.5, 1.0, 1.2, 2.0, 2.9])  # three calls taking 0.5, 0.2 and 0.9 s
+    monkeypatch.setattr(cost_module.time, "perf_counter", lambda: next(ticks))
+    assert cost_module.min_time(calls.append, 1, repeat=3) == pytest.approx(0.2)
+    assert len(calls) == 4  # the warm-up call and three timed ones
+
+
+def test_min_time_measures_a_real_wait():
+    import time
+
+    assert cost_module.min_time(time.sleep, 0.002, repeat=3) >= 0.002
+    ref.assert_clear_error(lambda: cost_module.min_time(sum, [1], repeat=0), ValueError,
+                           r"repeat must be an integer >= 1")

@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 import pytest
+import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
 
-import reference as ref
 from attn_core import examples as ex
 
 SEED = 20240607
@@ -111,3 +111,49 @@ def test_examples_is_data_only():
         elif isinstance(node, ast.ImportFrom):
             imported.add(node.module.split(".")[0] if node.level == 0 else ".")
     assert imported == {"numpy"}
+
+
+# --- read-only module arrays -----------------------------------------------------------------
+
+ARRAYS = sorted(name for name, value in vars(ex).items() if isinstance(value, np.ndarray))
+
+
+def test_the_module_arrays_are_the_worked_inputs_and_the_printed_tables():
+    assert {"Q", "K", "K_T", "V", "SMALL_SCORES"} <= set(ARRAYS)
+    assert {n for n in dir(ex) if n.startswith("PRINTED_") and
+            isinstance(getattr(ex, n), np.ndarray)} <= set(ARRAYS)
+
+
+@pytest.mark.parametrize("name", ARRAYS)
+def test_every_module_array_is_read_only(name):
+    """``q = examples.Q; q *= 2`` used to change the default of every later call, silently."""
+    x = getattr(ex, name)
+    before = x.copy()
+    assert not x.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        x *= 2
+    with pytest.raises(ValueError, match="read-only"):
+        x[(0,) * x.ndim] = 99.0
+    np.testing.assert_array_equal(x, before)
+    copy = x.copy()  # the way to experiment: a copy is writeable
+    copy *= 2
+    np.testing.assert_array_equal(getattr(ex, name), before)
+
+
+def test_examples_q_in_place_multiplication_raises():
+    q = ex.Q
+    with pytest.raises(ValueError, match="read-only"):
+        q *= 2
+    assert ex.Q[0].tolist() == [1.0, 0.5]
+
+
+def test_the_maths_reads_the_read_only_inputs_without_copying_errors():
+    from attn_core import attention, causal_mask, multi_head_attention, scores, softmax
+
+    out, weights = attention(ex.Q, ex.K, ex.V, mask=causal_mask(4))
+    ref_out, ref_weights, _ = ref.attention(ex.Q, ex.K, ex.V, causal_mask(4))
+    np.testing.assert_allclose(out, ref_out, rtol=1e-12)
+    assert out.flags.writeable and weights.flags.writeable
+    assert scores(ex.Q, ex.K).flags.writeable and softmax(ex.SMALL_SCORES).flags.writeable
+    w = np.eye(2)
+    assert multi_head_attention(ex.Q, w, w, w, w, h=1)[0].flags.writeable

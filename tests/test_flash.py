@@ -1,13 +1,12 @@
 """flash_attention and flash_attention_steps: tiled attention equals plain attention."""
 
-import re
 
 import numpy as np
 import pytest
+import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
 
-import reference as ref
 from attn_core import DEFAULT_BLOCK_SIZE, attention, flash_attention, flash_attention_steps
 
 SEED = 20240605
@@ -204,3 +203,81 @@ BAD_INPUT += [
 @pytest.mark.parametrize(("call", "exc_type", "pattern"), BAD_INPUT)
 def test_bad_input_gets_a_clear_error(call, exc_type, pattern):
     ref.assert_clear_error(call, exc_type, pattern)
+
+
+# --- overflow: finite in, finite out, or a clear error ------------------------------------------
+
+NEG_OVERFLOW = [
+    pytest.param([[1e200]], [[-1e200], [-1e200]], [[1.0], [3.0]], 1.0, id="1e200"),
+    pytest.param([[1.0, 2.0]], [[-1e300, 0.0], [-3e300, 1.0]], [[1.0], [3.0]], 1e10,
+                 id="large-scale"),
+    pytest.param(np.float32([[1e20]]), np.float32([[-1e20], [-1e20]]), np.float32([[1.0], [3.0]]),
+                 None, id="float32-1e20"),
+]
+
+
+@pytest.mark.parametrize("block_size", [1, DEFAULT_BLOCK_SIZE])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(("q", "k", "v", "scale"), NEG_OVERFLOW)
+def test_scores_overflowing_to_minus_inf_are_refused(q, k, v, scale, block_size, causal):
+    """Today: a zero output, as if the row were fully masked (the answer of 1e200 is 2.0)."""
+    if causal:  # a causal row 0 sees key 0 only: put the overflowing keys first
+        q = np.repeat(np.asarray(q), 2, axis=0)
+    ref.assert_clear_error(
+        lambda: flash_attention(q, k, v, block_size=block_size, causal=causal, scale=scale),
+        ValueError, r"overflowed to -inf")
+
+
+def test_only_the_mask_makes_a_row_empty():
+    q, k, v = [[1.0], [1e200]], [[-1e200], [-1e200]], [[1.0], [3.0]]
+    out = ref.assert_no_warnings(lambda: flash_attention(
+        q, k, v, block_size=1, mask=[[True, True], [False, False]], scale=1.0))
+    assert out.tolist() == [[2.0], [0.0]]
+    ref.assert_clear_error(
+        lambda: flash_attention(q, k, v, block_size=1, mask=[[True, True], [True, False]],
+                                scale=1.0), ValueError, r"overflowed to -inf")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("block_size", [1, 3, DEFAULT_BLOCK_SIZE])
+def test_values_near_the_largest_finite_number_give_a_finite_output(dtype, block_size):
+    """Today the un-normalised running sum of exp(score - m) * value overflows to inf."""
+    g = np.random.default_rng(3)
+    q, k = (g.standard_normal((20, 4)).astype(dtype) for _ in range(2))
+    v = (0.9 * np.finfo(dtype).max * np.sign(g.standard_normal((20, 3)))).astype(dtype)
+    v[:, 0] = 0.9 * np.finfo(dtype).max  # one column of equal large values: out = that value
+    expected, _ = attention(q, k, v)
+    assert np.isfinite(expected).all()
+    out = ref.assert_no_warnings(lambda: flash_attention(q, k, v, block_size=block_size))
+    assert np.isfinite(out).all()
+    np.testing.assert_allclose(out, expected, rtol=1e-4 if dtype == np.float32 else 1e-11,
+                               atol=1e-5 * float(np.finfo(dtype).max))
+    np.testing.assert_allclose(out[:, 0], v[0, 0], rtol=1e-5 if dtype == np.float32 else 1e-13)
+
+
+@pytest.mark.parametrize("block_size", [1, 3, DEFAULT_BLOCK_SIZE])
+def test_values_at_the_largest_finite_number_give_finite_output_or_a_clear_error(block_size):
+    g = np.random.default_rng(4)
+    q, k = g.standard_normal((2, 9, 2))
+    v = np.full((9, 2), np.finfo(np.float64).max)
+    for call in (lambda: flash_attention(q, k, v, block_size=block_size),
+                 lambda: attention(q, k, v)[0]):
+        try:
+            out = ref.assert_no_warnings(call)
+        except ValueError as exc:
+            assert "overflowed" in str(exc)
+        else:
+            assert np.isfinite(out).all()
+
+
+@ref.FAST
+@given(ref.attention_problems(), st.sampled_from([1, 2, 3]), st.data())
+def test_running_state_stays_within_the_range_of_the_values(p, block_size, data):
+    """Every partial output is a weighted average of values: inside [min v, max v]."""
+    steps = flash_attention_steps(p["q"], p["k"], p["v"], block_size=block_size, mask=p["mask"])
+    lo, hi = p["v"].min(), p["v"].max()
+    slack = 1e-5 if p["dtype"] == np.float32 else 1e-12
+    for step in steps:
+        out = step.partial_output
+        assert ((out >= lo - slack * (1 + abs(lo))) | (out == 0)).all()
+        assert ((out <= hi + slack * (1 + abs(hi))) | (out == 0)).all()

@@ -1,13 +1,12 @@
 """causal_mask, padding_mask and window_mask against their definitions, written as loops."""
 
-import re
 
 import numpy as np
 import pytest
+import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
 
-import reference as ref
 from attn_core import attention, causal_mask, padding_mask, window_mask
 
 SEED = 20240603

@@ -4,10 +4,10 @@ import re
 
 import numpy as np
 import pytest
+import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
 
-import reference as ref
 from attn_core import attention, merge_heads, multi_head_attention, split_heads
 
 SEED = 20240604
@@ -270,3 +270,66 @@ def test_the_suggested_head_counts_really_divide():
     assert counts == [h for h in range(1, 19) if 18 % h == 0]
     for h in counts:
         split_heads(np.ones((2, 18)), h)
+
+
+# --- overflow: finite in, finite out, or a clear error naming what overflowed ---------------------
+
+
+def _mha_1d(x, w_q=1.0, w_k=1.0, w_v=1.0, w_o=1.0, **kwargs):
+    """multi_head_attention with d_model = 1 and one head: every weight a (1, 1) matrix."""
+    x = np.asarray(x, dtype=getattr(x, "dtype", float))[:, None]  # (n, 1)
+    return multi_head_attention(x, *(np.full((1, 1), w, dtype=x.dtype)
+                                     for w in (w_q, w_k, w_v, w_o)), h=1, **kwargs)
+
+
+OVERFLOWS = [
+    pytest.param(lambda: _mha_1d([1e200, 1.0], w_q=1e200), r"x @ w_q \(the query projection\)",
+                 id="query-projection"),
+    pytest.param(lambda: _mha_1d([1e200, 1.0], w_k=1e200), r"x @ w_k \(the key projection\)",
+                 id="key-projection"),
+    pytest.param(lambda: _mha_1d([1e200, 1.0], w_v=1e200), r"x @ w_v \(the value projection\)",
+                 id="value-projection"),
+    pytest.param(lambda: _mha_1d([1e200, 1.0], w_q=1e-200, w_k=1e-200, w_o=1e200),
+                 r"heads @ w_o \(the output projection\)", id="output-projection"),
+    pytest.param(lambda: _mha_1d([1e308, 1.0], biases=([1.7e308], None, None, None)),
+                 r"x @ w_q \(the query projection\)", id="query-bias"),
+    pytest.param(lambda: _mha_1d([1e200, 1e200], w_q=1e100, w_k=1e100),
+                 r"scores .*overflowed to inf", id="scores-plus-inf"),
+    pytest.param(lambda: _mha_1d([1e100, 1e100], w_q=1e100, w_k=-1e100),
+                 r"scores .*overflowed to -inf", id="scores-minus-inf"),
+    pytest.param(lambda: _mha_1d(np.float32([1e20, 1e20]), w_k=-1.0),
+                 r"scores .*overflowed to -inf in float32", id="float32-scores-minus-inf"),
+]
+
+
+@pytest.mark.parametrize(("call", "pattern"), OVERFLOWS)
+def test_overflow_is_a_clear_error_naming_what_overflowed(call, pattern):
+    """Today each returns inf or NaN (or a zero row for -inf) silently."""
+    ref.assert_clear_error(call, ValueError, pattern)
+
+
+def test_a_masked_row_is_empty_but_an_overflowed_row_is_an_error():
+    mask = np.array([[True, True], [False, False]])
+    out, weights = ref.assert_no_warnings(lambda: _mha_1d([1.0, 2.0], mask=mask))
+    assert weights[0, 1].tolist() == [0.0, 0.0]
+    ref.assert_clear_error(lambda: _mha_1d([1e100, 1e100], w_q=1e100, w_k=-1e100, mask=mask),
+                           ValueError, r"overflowed to -inf")
+
+
+@pytest.mark.parametrize("biases", [5, "abc", 1.5, np.zeros(4)])
+def test_biases_of_the_wrong_kind_get_a_clear_error(biases):
+    x, w = np.ones((3, 4)), np.eye(4)
+    ref.assert_clear_error(lambda: multi_head_attention(x, w, w, w, w, h=2, biases=biases),
+                           TypeError, r"^biases must be a tuple \(b_q, b_k, b_v, b_o\) or a dict")
+
+
+@pytest.mark.parametrize("h", [1, 2])
+def test_split_and_merge_return_new_arrays_not_views(h):
+    """split_heads documents a copy: writing into its result leaves the input as it was."""
+    x = np.arange(12.0).reshape(3, 4)
+    heads = split_heads(x, h)
+    assert not np.shares_memory(heads, x)
+    heads[...] = -1.0
+    assert x.tolist() == np.arange(12.0).reshape(3, 4).tolist()
+    merged = merge_heads(heads)
+    assert not np.shares_memory(merged, heads)

@@ -1,14 +1,13 @@
 """softmax and softmax_jacobian against the float64 reference, and their properties."""
 
-import re
 
 import numpy as np
 import pytest
+import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-import reference as ref
 from attn_core import softmax, softmax_jacobian
 
 SEED = 20240601

@@ -16,7 +16,15 @@ import math
 import numpy as np
 import pytest
 
-from attn_core import attention, causal_mask, examples, scores, softmax
+from attn_core import (
+    attention,
+    causal_mask,
+    examples,
+    score_matrix_cells,
+    scores,
+    softmax,
+    softmax_jacobian,
+)
 
 #: A printed number rounded to 2 decimals is at most this far from the true value.
 ROUNDING = 0.005
@@ -68,6 +76,7 @@ def close(a, b, tol=1e-12):
 # --- the inputs ------------------------------------------------------------------------
 
 def test_inputs_have_the_article_shapes():
+    """Guards the data in attn_core/examples.py (Q, K_T, V and K as the keys' rows)."""
     assert examples.Q.shape == (4, 2) and examples.K_T.shape == (2, 4)
     assert examples.V.shape == (4, 2)
     assert close(examples.K, transpose(K_T))  # K holds the keys as rows
@@ -190,22 +199,47 @@ ERRATA = {
 }
 
 
+def package_values():
+    """What the course computes for every PRINTED_* array, with attn_core's own functions."""
+    q, k, v = examples.Q, examples.K, examples.V
+    out, weights = attention(q, k, v)
+    cells = [score_matrix_cells(n) for n in examples.COST_TABLE_LENGTHS]
+    return {
+        "PRINTED_SCORES": scores(q, k, scale=1.0),
+        "PRINTED_WEIGHTS": weights,
+        "PRINTED_OUTPUT": out,
+        "PRINTED_CAUSAL_WEIGHTS": attention(q, k, v, mask=causal_mask(4))[1],
+        "PRINTED_SOFTMAX_SMALL": softmax(examples.SMALL_SCORES),
+        "PRINTED_SOFTMAX_LARGE": softmax(examples.SATURATION_FACTOR * examples.SMALL_SCORES),
+        "PRINTED_COST_CELLS": cells,
+        "PRINTED_COST_RELATIVE": [c / cells[0] for c in cells],
+    }
+
+
 @pytest.mark.parametrize("name", sorted(ERRATA))
 def test_printed_matrices_differ_exactly_where_recorded(name):
+    """The recorded errata hold for the reference and for what attn_core computes."""
     computed, recorded = ERRATA[name]
     assert differing_cells(getattr(examples, name), computed) == recorded
+    assert differing_cells(getattr(examples, name), package_values()[name]) == recorded
 
 
 def test_every_printed_matrix_is_covered():
+    """Guards attn_core/examples.py: every PRINTED_* array has its errata recorded here."""
     printed = {n for n in dir(examples) if n.startswith("PRINTED_")}
-    assert printed == set(ERRATA)
+    assert printed == set(ERRATA) == set(package_values())
 
 
 def test_printed_causal_row_2_follows_the_printed_score_slip():
-    # The printed causal row 2 (0.51, 0.49) is what the slipped score 1.78 would give:
-    # softmax([1.78, 1.74] / sqrt(2)). With the correct 0.78 it is not.
+    """Guards the erratum notebooks 03 and 07 explain, on examples.PRINTED_* data.
+
+    The printed causal row 2 (0.51, 0.49) is what the slipped score 1.78 would give:
+    softmax([1.78, 1.74] / sqrt(2)). With the correct 0.78 it is not.
+    """
     slipped = ref_softmax([x / math.sqrt(2) for x in examples.PRINTED_SCORES[1][:2]])
     assert differing_cells(examples.PRINTED_CAUSAL_WEIGHTS[1, :2], slipped) == set()
+    from_package = softmax(examples.PRINTED_SCORES[1, :2] / math.sqrt(2))
+    assert differing_cells(examples.PRINTED_CAUSAL_WEIGHTS[1, :2], from_package) == set()
     assert differing_cells(examples.PRINTED_CAUSAL_WEIGHTS[1, :2],
                            REF_CAUSAL_WEIGHTS[1][:2]) == {(1, 1), (1, 2)}
 
@@ -223,10 +257,16 @@ def test_the_course_errata_helper_finds_the_same_cells():
 
 
 def test_printed_output_fits_printed_weights_only_in_two_halfway_cells():
-    # Notebook 06: printed weights @ V, in exact decimal arithmetic. Six cells are further
-    # from the printed output than any rounding; (1, 1) = 1.125 and (2, 2) = 1.795 sit
-    # exactly halfway between two hundredths, so 1.13 and 1.79 are legitimate roundings.
+    """Guards the claim of notebooks/06-weighted-sum.ipynb on attn_core/examples.py's data.
+
+    Printed weights @ V, in exact decimal arithmetic: six cells are further from the
+    printed output than any rounding; (1, 1) = 1.125 and (2, 2) = 1.795 sit exactly halfway
+    between two hundredths, so 1.13 and 1.79 are legitimate roundings. attn_core's errata
+    rule (errata.differing_cells) must agree: it flags exactly the six.
+    """
     from fractions import Fraction
+
+    from attn_core.errata import differing_cells as course_rule
 
     def exact(a):
         return [[Fraction(str(float(x))) for x in row] for row in a]
@@ -240,13 +280,18 @@ def test_printed_output_fits_printed_weights_only_in_two_halfway_cells():
     assert near == {(1, 1), (2, 2)}
     assert all(abs(product[i - 1][c - 1] - printed[i - 1][c - 1]) == half for i, c in near)
     assert product[0][0] == Fraction(9, 8)  # the sum the article writes out: 1.125
+    flagged = course_rule(examples.PRINTED_WEIGHTS @ examples.V, examples.PRINTED_OUTPUT)
+    all_cells = {(i + 1, c + 1) for i in range(4) for c in range(2)}
+    assert {(int(i) + 1, int(c) + 1) for i, c in np.argwhere(flagged)} == all_cells - near
 
 
 def test_article_row_1_percentages():
-    # Notebook 05: the article's "31% from itself, 26% from token 2" comes from its printed
-    # weights; the computed weights give 32% and 24%.
+    """Notebook 05: the article's "31% from itself, 26% from token 2" comes from its printed
+    weights; the weights computed by attn_core (and by the reference) give 32% and 24%."""
     assert [round(100 * x) for x in examples.PRINTED_WEIGHTS[0, :2]] == [31, 26]
     assert [round(100 * x) for x in REF_WEIGHTS[0][:2]] == [32, 24]
+    _, weights = attention(examples.Q, examples.K, examples.V)
+    assert [round(100 * float(x)) for x in weights[0, :2]] == [32, 24]
 
 
 def ref_jacobian_norm(p):
@@ -263,7 +308,6 @@ def test_jacobian_norm_rises_then_falls_as_a_row_of_16_sharpens():
     one_hot = [1 - 15e-6] + [1e-6] * 15
     assert ref_jacobian_norm(one_hot) < 1e-4 < ref_jacobian_norm(uniform) \
         < ref_jacobian_norm(peaked)
-    from attn_core import softmax_jacobian
     for p in (uniform, peaked, one_hot):
         assert math.isclose(float(np.linalg.norm(softmax_jacobian(np.array(p)))),
                             ref_jacobian_norm(p), rel_tol=1e-9)
@@ -273,3 +317,8 @@ def test_saturation_toy_row_gradient_is_hundreds_of_times_smaller():
     small = ref_softmax([float(x) for x in examples.SMALL_SCORES])
     large = ref_softmax([examples.SATURATION_FACTOR * float(x) for x in examples.SMALL_SCORES])
     assert 100 < ref_jacobian_norm(small) / ref_jacobian_norm(large) < 1000
+    # the same with attn_core's softmax and Jacobian
+    norms = [float(np.linalg.norm(softmax_jacobian(softmax(f * examples.SMALL_SCORES))))
+             for f in (1.0, examples.SATURATION_FACTOR)]
+    assert math.isclose(norms[0] / norms[1],
+                        ref_jacobian_norm(small) / ref_jacobian_norm(large), rel_tol=1e-9)

@@ -60,6 +60,8 @@ COURSE = [
      "The same attention inside a pretrained transformer: its heads, their habits, their limits."),
     ("12-learning-attention.ipynb", "Learning attention",
      "Backward pass by hand, a head trained in numpy, the √d_k claim tested by training."),
+    ("13-decoding.ipynb", "Decoding with a KV cache",
+     "Causal attention one token at a time: the key/value cache, its cost and its memory."),
 ]
 
 INDEX = COURSE[0][0]

@@ -27,6 +27,7 @@ module                 figures
 ``model_every_head``   ``query_in_every_head``: one query's row in every head
 ``model_roles``        ``role_scores``: head-role scores, layers x heads
 ``model_panels``       the model explorer's figure and its static ``explorer_figure``
+``positions``          ``position_similarity``: the position embeddings' similarity
 ``training``           ``loss_curves``, ``attention_through_training``, ``training_figure``
 =====================  ==============================================================
 
@@ -51,6 +52,7 @@ from . import (
     model_head_maps,
     model_panels,
     model_roles,
+    positions,
     products,
     training,
 )
@@ -68,10 +70,11 @@ from .model_every_head import *  # noqa: F403
 from .model_head_maps import *  # noqa: F403
 from .model_panels import *  # noqa: F403
 from .model_roles import *  # noqa: F403
+from .positions import *  # noqa: F403
 from .products import *  # noqa: F403
 from .training import *  # noqa: F403
 
 _MODULES = (bars, base, beyond_length, cells, head_grids, head_mosaics, heatmaps, lines,
             mask_grids, model_axes, model_base, model_every_head, model_head_maps, model_panels,
-            model_roles, products, training)
+            model_roles, positions, products, training)
 __all__ = sorted({name for module in _MODULES for name in module.__all__})
