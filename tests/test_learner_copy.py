@@ -147,8 +147,10 @@ def test_a_learner_uses_the_course_then_tests_pass_and_git_pull_goes_through(tmp
     # make test's stored-notebook tests read the committed notebooks and still pass
     # (the same tests fail on the learner's saved copy: the check is real).
     env = {**os.environ, "PYTHONPATH": str(learner), "MPLBACKEND": "Agg"}
+    # (the check the issue saw fail after a learner ran notebooks in notebooks/ itself)
     pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:nbval",
-                  "-o", "addopts=", "tests/test_stored_notebooks.py"]
+                  "-o", "addopts=", "tests/test_stored_notebooks.py", "-k",
+                  "live_widget_state or template"]
     result = subprocess.run(pytest_cmd, cwd=learner, env=env, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stdout[-3000:]
