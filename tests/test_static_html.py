@@ -170,48 +170,191 @@ def test_nothing_is_fetched_from_the_network(site, pages):
 
 def test_mathematics_is_typeset_by_the_local_mathjax(site, pages):
     mathjax = site / build_html.MATHJAX_DIR
-    config = build_html.MATHJAX_URL.split("config=")[1].split(",")[0]
-    assert (mathjax / "MathJax.js").is_file()
-    assert (mathjax / "config" / f"{config}.js").is_file()
+    assert (site / build_html.MATHJAX_URL).is_file()
+    # the file really is MathJax 3 with SVG output, checked against the pinned tarball
+    text = (site / build_html.MATHJAX_URL).read_text(encoding="utf-8")
+    assert "3.2.2" in text and "SVG" in text
+    assert (mathjax / "LICENSE").is_file()
     for name, page in pages.items():
         assert build_html.MATHJAX_URL in page.scripts, f"{name} does not load the local MathJax"
+        assert "window.MathJax = {" in "".join(page.inline_scripts), f"{name}: no configuration"
 
 
-def test_a_page_renders_offline_in_a_browser(site, browser, tmp_path):
-    """Open 04-scaling.html from disk, every http(s) request refused; MathJax typesets.
+def test_the_mathjax_tarball_is_checked_against_its_pin(tmp_path):
+    name = build_html.MATHJAX_PACKAGE.replace("@", "-") + ".tgz"
+    (tmp_path / name).write_bytes(b"not the real tarball")
+    with pytest.raises(SystemExit, match="does not match the pinned SHA-512"):
+        build_html.mathjax_tarball(cache=tmp_path)
 
-    ``browser`` is the session's one Chromium (tests/conftest.py), shared with the JupyterLab
-    tests: Playwright's sync API cannot start a second one while it runs."""
+
+def explorer_cells(nb):
+    return [c for c in nb.cells if build_html.shows_explorer(c)]
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_explorer_cells_show_a_precomputed_explorer_never_a_widget_repr(notebook, site):
+    text = (site / notebook.with_suffix(".html").name).read_text(encoding="utf-8")
+    nb = nbformat.read(notebook, as_version=4)
+    assert "(children=" not in text, f"{notebook.name}: a widget's text repr is on the page"
+    players = text.count('<div class="course-static-explorer"')
+    notes = text.count(f'class="{build_html.NEEDS_KERNEL_CLASS}"')
+    assert players + notes == len(explorer_cells(nb)), (players, notes, len(explorer_cells(nb)))
+    if players + notes:
+        assert build_html.binder_url().replace("&", "&amp;") in text
+        assert "<code>make lab</code>" in text
+
+
+def test_without_frames_explorer_cells_say_they_need_a_kernel():
+    nb = nbformat.read(ROOT / "notebooks" / "04-scaling.ipynb", as_version=4)
+    cleaned = build_html.drop_widget_state(nb, "https://binder.example/launch")
+    shown = [c for c in cleaned.cells if build_html.shows_explorer(c)]
+    assert shown
+    for cell in shown:
+        (output,) = cell.outputs
+        assert build_html.NEEDS_KERNEL_CLASS in output.data["text/html"]
+        assert "https://binder.example/launch" in output.data["text/html"]
+
+
+def test_the_whole_edition_stays_under_50_mb(site):
+    size = sum(p.stat().st_size for p in site.rglob("*") if p.is_file())
+    print(f"\n[static edition] {size / 1e6:.1f} MB in {site}")
+    assert size < 50e6, f"the static edition is {size / 1e6:.1f} MB"
+
+
+# Every load of the pages, whatever its scheme (file:// included), must succeed; these
+# scripts run in the page once MathJax has finished.
+MATH_STATE = r"""async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    await MathJax.startup.promise;
+  }
+  await document.fonts.ready;
+  return {
+    typeset: document.querySelectorAll('mjx-container svg').length,
+    untypeset: [...document.querySelectorAll('.jp-RenderedMarkdown, .jp-RenderedHTMLCommon')]
+      .filter(e => /(^|[^\\$])\$[^$\s][^$]*\$/.test(e.innerText)).length,
+    errors: document.querySelectorAll('mjx-merror, [data-mjx-error]').length,
+    fontErrors: [...document.fonts].filter(f => f.status === 'error').map(f => f.family),
+    brokenImages: [...document.images].filter(i => !i.complete || i.naturalWidth === 0).length,
+    smallest: Math.min(...[...document.querySelectorAll('mjx-container')]
+      .map(c => parseFloat(getComputedStyle(c).fontSize))),
+  };
+}"""
+
+
+def test_every_page_loads_everything_and_typesets_its_maths_offline(site, browser):
+    """Open every page from disk in Chromium, every http(s) request refused.
+
+    Any failed request (file:// included), any HTTP error, any console error or uncaught
+    exception, any font that failed to load, any broken image or MathJax error fails it.
+    """
     from conftest import SCREENSHOTS
 
-    page_path = site / "04-scaling.html"
-    if not page_path.exists():
-        page_path = sorted(site.glob("0[1-9]-*.html"))[0]
-    refused = []
+    problems, typeset = [], {}
+    # ``browser``: the session's one Chromium (tests/conftest.py), shared with the JupyterLab
+    # tests (Playwright's sync API cannot start a second one while it runs)
     context = browser.new_context(viewport={"width": 1100, "height": 1400})
     try:
         page = context.new_page()
+        current = {"name": None}
+
+        def note(text):
+            problems.append(f"{current['name']}: {text}")
 
         def refuse(route):
             if route.request.url.startswith(("http:", "https:")):
-                refused.append(route.request.url)
+                note(f"tried to fetch {route.request.url}")
                 return route.abort()
             return route.continue_()
 
         page.route("**/*", refuse)
-        page.goto(page_path.as_uri(), timeout=120_000)
-        page.wait_for_function(
-            "window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0"
-            " && !MathJax.Hub.queue.running && document.querySelector('.MathJax')",
-            timeout=120_000)
-        typeset = page.locator(".MathJax, .MathJax_Display").count()
-        errors = page.locator(".MathJax_Error, merror").count()
-        broken_images = page.evaluate(
-            "[...document.images].filter(i => !i.complete || i.naturalWidth === 0).length")
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / f"static-{page_path.stem}.png"))
+        page.on("requestfailed", lambda r: note(f"failed to load {r.url}: {r.failure}"))
+        page.on("response", lambda r: r.status >= 400 and note(f"{r.status} for {r.url}"))
+        page.on("console", lambda m: m.type in {"error", "warning"}
+                and note(f"console {m.type}: {m.text}"))
+        page.on("pageerror", lambda exc: note(f"uncaught {exc}"))
+        for path in sorted(site.glob("*.html")):
+            current["name"] = path.name
+            page.goto(path.as_uri(), timeout=120_000, wait_until="load")
+            state = page.evaluate(MATH_STATE)
+            typeset[path.name] = state["typeset"]
+            if state["errors"] or state["fontErrors"] or state["brokenImages"]:
+                note(f"{state}")
+            if state["untypeset"]:
+                note(f"{state['untypeset']} blocks still show $...$ as text")
+            if state["typeset"] and state["smallest"] < 12:
+                note(f"a formula is set in {state['smallest']:.1f} px type")
+            if path.stem == "04-scaling":
+                SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(SCREENSHOTS / f"static-{path.stem}.png"))
     finally:
         context.close()
-    assert not refused, f"the page tried to fetch: {refused}"
-    assert typeset > 0 and errors == 0, (typeset, errors)
-    assert broken_images == 0
+    assert not problems, "\n".join(problems)
+    # Every section with formulas shows them typeset (the index has the formula too).
+    assert typeset["00-index.html"] > 0 and typeset["04-scaling.html"] > 0, typeset
+
+
+# For one player: its first control moved, position by position, until the image changes
+# (a learner's slide); resolves to what changed and how long that move took.
+MOVE = r"""async (root) => {
+  const data = JSON.parse(root.querySelector('.cse-data').textContent);
+  const input = root.querySelector('[data-control="0"]');
+  const img = root.querySelector('.cse-image'), readout = root.querySelector('.cse-readout');
+  const before = [img.src, readout.innerHTML];
+  const count = data.controls[0].labels.length, start = data['default'][0];
+  for (let step = 1; step < count; step++) {
+    const t0 = performance.now();
+    if (input.type === 'checkbox') { input.checked = !input.checked; }
+    else { input.value = String((start + step) % count); }
+    input.dispatchEvent(new Event('input'));
+    await img.decode();
+    const ms = performance.now() - t0;
+    if (img.src !== before[0]) {
+      return {ms, image: true, readout: readout.innerHTML !== before[1],
+              readoutCanChange: data.readouts.length > 1, shows: img.naturalWidth > 0,
+              name: input.closest('label').textContent.trim()};
+    }
+  }
+  return {ms: 0, image: false, readout: false, readoutCanChange: false, shows: false,
+          name: input.closest('label').textContent.trim()};
+}"""
+
+
+def test_every_precomputed_explorer_moves_in_a_browser(site, browser):
+    """On file://, with no kernel and no network: moving a slider changes image and read-out."""
+    from conftest import SCREENSHOTS
+
+    problems, latencies, moved = [], [], 0
+    # ``browser``: the session's one Chromium (tests/conftest.py), shared with the JupyterLab
+    # tests (Playwright's sync API cannot start a second one while it runs)
+    context = browser.new_context(viewport={"width": 1100, "height": 1400})
+    try:
+        page = context.new_page()
+        page.route("**/*", lambda route: route.abort()
+                   if route.request.url.startswith(("http:", "https:"))
+                   else route.continue_())
+        page.on("pageerror", lambda exc: problems.append(f"uncaught {exc}"))
+        for nb in NOTEBOOKS:
+            path = site / nb.with_suffix(".html").name
+            page.goto(path.as_uri(), timeout=120_000, wait_until="load")
+            players = page.locator(".course-static-explorer")
+            for k in range(players.count()):
+                result = page.evaluate(MOVE, players.nth(k).element_handle())
+                latencies.append(result["ms"])
+                where = f"{path.name} player {k} ({result['name'][:40]})"
+                if not (result["image"] and result["shows"]):
+                    problems.append(f"{where}: the image did not change")
+                if result["readoutCanChange"] and not result["readout"]:
+                    problems.append(f"{where}: the read-out did not change")
+                moved += 1
+                if k == 0 and nb.stem in {"07-causal-masking", "11-a-real-model"}:
+                    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+                    players.nth(k).screenshot(
+                        path=str(SCREENSHOTS / f"static-explorer-{nb.stem}.png"))
+    finally:
+        context.close()
+    # every explorer of the course has a player (a new one needs its MAIN_CONTROLS entry)
+    expected = sum(len(explorer_cells(nbformat.read(nb, as_version=4))) for nb in NOTEBOOKS)
+    assert moved == expected and moved > 0, (moved, expected)
+    assert not problems, "\n".join(problems)
+    print(f"\n[static explorers] {moved} moved; in-page latency median "
+          f"{sorted(latencies)[len(latencies) // 2]:.0f} ms, max {max(latencies):.0f} ms")
