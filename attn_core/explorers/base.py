@@ -45,11 +45,17 @@ from .. import figures
 
 __all__ = [
     "DPI",
+    "SCALE",
     "Explorer",
+    "css_width",
     "read_tables",
 ]
 
+#: CSS pixels per figure inch: a frame is shown ``figsize * DPI`` CSS pixels large.
 DPI = 80
+#: Device pixels per CSS pixel the frames are drawn for: 2 is sharp on a HiDPI ("2x")
+#: screen; a 1x screen shows the same PNG scaled down by the browser, still crisp.
+SCALE = 2
 #: zlib level of the PNG (Pillow): 1 is several times faster than 6; files barely larger.
 PNG_COMPRESS_LEVEL = 1
 #: Labels of controls are never cut off.
@@ -88,6 +94,11 @@ def _png(canvas):
     return out.getvalue()
 
 
+def css_width(figure):
+    """The width in CSS pixels a frame of ``figure`` is shown at: its pixels / SCALE."""
+    return round(figure.get_figwidth() * figure.dpi / SCALE)
+
+
 class _Canvas:
     """A Figure on an Agg canvas that re-renders only its changing ("dynamic") artists.
 
@@ -98,7 +109,7 @@ class _Canvas:
     labels) must pass a new ``static_key``.
     """
 
-    def __init__(self, figsize, dpi=DPI, layout="constrained"):
+    def __init__(self, figsize, dpi=DPI * SCALE, layout="constrained"):
         self.figure = Figure(figsize=figsize, dpi=dpi, layout=layout)
         FigureCanvasAgg(self.figure)
         self._backgrounds = {}
@@ -279,7 +290,9 @@ class Explorer:
         self.controls = {}
         self.errors = []
         self.updates = 0
-        self.image = W.Image(format="png", layout=W.Layout(width="auto", height="auto"))
+        # Shown at its own CSS size (set by _show), never stretched to the output's width.
+        self.image = W.Image(format="png", layout=W.Layout(width="auto", height="auto",
+                                                           max_width="100%"))
         self.error_box = W.HTML(layout=W.Layout(display="none"))
         self.widget = None
         self._busy = False
@@ -321,6 +334,9 @@ class Explorer:
     # drawing
     def _show(self, canvas, dynamic, static_key=None):
         png = canvas.render(dynamic, static_key)
+        width = f"{css_width(canvas.figure)}px"
+        if self.image.layout.width != width:
+            self.image.layout.width = width
         if png != self.image.value:
             self.image.value = png
 

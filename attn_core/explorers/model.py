@@ -31,7 +31,7 @@ from threadpoolctl import threadpool_limits
 
 from .. import figures
 from ..model import head_roles, pretrained
-from .base import STYLE, Explorer, _Canvas, _row, _slider, _table, read_tables
+from .base import STYLE, Explorer, _Canvas, _row, _slider, _table, css_width, read_tables
 
 __all__ = ["ModelExplorer", "model_explorer", "piece_words", "role_table"]
 
@@ -282,7 +282,7 @@ class ModelExplorer(Explorer):
                      highlight={(0, top)})
         # No wider than the figure: the text wraps and a long row table scrolls sideways
         # (the widget's box would otherwise grow to the table's width and cut the text).
-        width = round(self.canvas.figure.get_figwidth() * self.canvas.figure.dpi)
+        width = css_width(self.canvas.figure)
         return (f'<div style="max-width:{width}px">'
                 f'<div style="{_DIV_CSS}">{html.escape(where)}</div>'
                 f'<div style="{_SCROLL_CSS}">{row}</div>'

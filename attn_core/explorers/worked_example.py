@@ -35,8 +35,8 @@ class WorkedExampleLab(Explorer):
     """The article's Q, K and V as editable grids, every intermediate, one cell explained."""
 
     title = "worked example"
-    RESULTS = (("scores  Q Kᵀ", "scores"), ("scaled scores  Q Kᵀ / √d_k", "scaled"),
-               ("weights  softmax(scaled)", "weights"), ("output  weights V", "output"))
+    RESULTS = (("scores = Q Kᵀ", "scores"), ("scaled scores = Q Kᵀ / √d_k", "scaled"),
+               ("weights = softmax(scaled scores)", "weights"), ("output = weights · V", "output"))
     INPUT_RANGE = (-10.0, 10.0)
 
     def __init__(self, q=None, k=None, v=None):
