@@ -46,6 +46,15 @@ TEMPLATE_SOURCE = """\
 {%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
 {%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
+{#- The lab template writes no alt: take the figure's from the output's metadata. -#}
+{%- block data_png scoped -%}
+{%- set alttext = output | get_metadata('alt', 'image/png') -%}
+{%- if alttext -%}
+{{ super() | replace('<img ', '<img alt="' ~ (alttext | escape_html) ~ '" ', 1) }}
+{%- else -%}
+{{ super() }}
+{%- endif -%}
+{%- endblock data_png -%}
 """
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"

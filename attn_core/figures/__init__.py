@@ -27,6 +27,7 @@ module                 figures
 ``model_every_head``   ``query_in_every_head``: one query's row in every head
 ``model_roles``        ``role_scores``: head-role scores, layers x heads
 ``model_panels``       the model explorer's figure and its static ``explorer_figure``
+``alt``                a sentence saying what a figure shows, in the output's metadata
 =====================  ==============================================================
 
 Every module's public names (its ``__all__``) are re-exported here, so a notebook writes
@@ -35,6 +36,7 @@ Every module's public names (its ``__all__``) are re-exported here, so a noteboo
 """
 
 from . import (
+    alt,
     bars,
     base,
     beyond_length,
@@ -52,6 +54,7 @@ from . import (
     model_roles,
     products,
 )
+from .alt import *  # noqa: F403
 from .bars import *  # noqa: F403
 from .base import *  # noqa: F403
 from .beyond_length import *  # noqa: F403
@@ -68,7 +71,9 @@ from .model_panels import *  # noqa: F403
 from .model_roles import *  # noqa: F403
 from .products import *  # noqa: F403
 
-_MODULES = (bars, base, beyond_length, cells, head_grids, head_mosaics, heatmaps, lines,
+_MODULES = (alt, bars, base, beyond_length, cells, head_grids, head_mosaics, heatmaps, lines,
             mask_grids, model_axes, model_base, model_every_head, model_head_maps, model_panels,
             model_roles, products)
 __all__ = sorted({name for module in _MODULES for name in module.__all__})
+
+alt.register()  # in a notebook kernel: every displayed figure carries its alt text
