@@ -106,7 +106,7 @@ def _png(canvas):
     rgba = canvas.buffer_rgba()  # a (h, w, 4) uint8 memoryview of the Agg buffer
     height, width = rgba.shape[:2]
     # read as RGB straight from the RGBA bytes (raw mode RGBX skips alpha): no convert pass
-    image = Image.frombuffer("RGB", (width, height), rgba, "raw", "RGBX", 0, 1)
+    image = Image.frombytes("RGB", (width, height), rgba, "raw", "RGBX")
     out = io.BytesIO()
     image.save(out, format="PNG", compress_level=PNG_COMPRESS_LEVEL, optimize=False)
     return out.getvalue()
