@@ -36,9 +36,9 @@ HEAD_MOSAIC_MAX_TITLE_ROWS = 4  # that band is a whole number of cells, at most 
 HEAD_MOSAIC_LABEL_PER_CELL = 0.8  # token labels: at most this share of a cell (points)
 HEAD_MOSAIC_LABEL_PAD = 3.0  # points between a map and its token labels
 HEAD_MOSAIC_CAPTION = "each map: rows = queries, columns = keys"
-#: Token labels smaller than this (points) are not drawn: the caption lists the tokens.
+#: Token labels smaller than this (points) are not drawn; the caption says so.
 HEAD_MOSAIC_MIN_LABEL_POINTS = 7
-HEAD_MOSAIC_TOKENS_NOTE = " (tokens in order: {})"
+HEAD_MOSAIC_TOKENS_NOTE = " (token labels left out at this size: tokens in sentence order)"
 
 
 def mosaic_labels_shown(layout):
@@ -192,9 +192,9 @@ def _place_mosaic_texts(art):
         text.set_fontsize(title_size)
     pad = HEAD_MOSAIC_LABEL_PAD / lay.cell_points  # in cells
     shown = mosaic_labels_shown(lay)
-    caption = art.caption.get_text().split(HEAD_MOSAIC_TOKENS_NOTE.split("{")[0])[0]
+    caption = art.caption.get_text().replace(HEAD_MOSAIC_TOKENS_NOTE, "")
     if caption and not shown:
-        caption += HEAD_MOSAIC_TOKENS_NOTE.format(", ".join(names))
+        caption += HEAD_MOSAIC_TOKENS_NOTE
     art.caption.set_text(caption)
     rows = [(r + i, names[i]) for r, c in lay.origins if c == 0 for i in range(n) if shown]
     for text, (y, name) in zip(_pool(art.row_labels, len(rows), ax, ha="right", va="center"),
