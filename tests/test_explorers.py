@@ -17,6 +17,8 @@ from PIL import Image
 from attn_core import examples, explorers
 from attn_core.attention import MASKED_SCORE, attention, scores
 from attn_core.cost import attention_flops, score_matrix_bytes, score_matrix_cells
+from attn_core.explorers.base import SCALE
+from attn_core.figures.head_mosaics import mosaic_labels_shown
 from attn_core.flash import flash_attention_steps
 from attn_core.masks import causal_mask, padding_mask, window_mask
 from attn_core.multihead import multi_head_attention
@@ -90,7 +92,10 @@ def test_each_explorer_exposes_its_parts(built, name):
     assert ex.image in ex.widget.children
     assert ex.figure is ex.canvas.figure
     w, h = _png_ok(ex.png)
+    w, h = w / SCALE, h / SCALE  # drawn at SCALE device pixels per CSS pixel (HiDPI)
     assert 200 < w <= 800 and 150 < h <= 560  # small, so it encodes quickly
+    # shown at its own CSS size, never stretched to the output's width
+    assert ex.image.layout.width == f"{round(w)}px" and ex.image.layout.max_width == "100%"
     bundle = ex._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert ex.shown()
@@ -403,8 +408,12 @@ def test_heads_every_d_model_every_offered_head_count(built):
             assert shown["titles"] == [f"head {k + 1}" for k in range(h)]
             layout = ex.mosaic.layout
             assert layout.heads == h and layout.nrows * layout.ncols >= h
-            assert shown["row_labels"] == tokens * layout.nrows  # left of each row of maps
-            assert shown["col_labels"] == tokens * layout.ncols  # under each column of maps
+            if mosaic_labels_shown(layout):
+                assert shown["row_labels"] == tokens * layout.nrows  # left of each map row
+                assert shown["col_labels"] == tokens * layout.ncols  # under each map column
+            else:  # cells too small for readable labels: the caption says so
+                assert shown["row_labels"] == shown["col_labels"] == []
+                assert "token labels left out" in ex.mosaic.caption.get_text()
             assert shown["d_k"] == d_model // h
             flops = attention_flops(len(examples.TOKENS), d_model, h)
             assert shown["flops"] == {key: float(value) for key, value in flops.items()}

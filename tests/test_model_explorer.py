@@ -19,6 +19,7 @@ from PIL import Image
 from attn_core import figures
 from attn_core.explorers import model as mx
 from attn_core.explorers import read_tables
+from attn_core.explorers.base import SCALE
 from attn_core.model import pretrained
 from attn_core.model.pretrained import ModelFilesError, PretrainedEncoder, load_model
 
@@ -381,7 +382,8 @@ def test_controls_are_labelled_keyboard_usable_and_one_based(ex):
     assert ex.image in ex.widget.children and ex.error_box in ex.widget.children
     image = Image.open(io.BytesIO(ex.png))
     assert image.format == "PNG" and image.mode == "RGB"
-    assert 450 < image.size[0] <= 800 and 300 < image.size[1] <= 560
+    css = [side / SCALE for side in image.size]  # drawn at SCALE x
+    assert 450 < css[0] <= 800 and 300 < css[1] <= 560
     for ax in ex.figure.axes:
         for im in ax.images:
             assert im.cmap.name in ("viridis", "cividis")

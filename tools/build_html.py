@@ -85,6 +85,15 @@ TEMPLATE_SOURCE = """\
 {{ resources.mathjax_config }}
 <script src="{{ resources.course_mathjax_url }}" defer></script>
 {%- endblock html_head_js_mathjax -%}
+{#- The lab template writes no alt: take the figure's from the output's metadata. -#}
+{%- block data_png scoped -%}
+{%- set alttext = output | get_metadata('alt', 'image/png') -%}
+{%- if alttext -%}
+{{ super() | replace('<img ', '<img alt="' ~ (alttext | escape_html) ~ '" ', 1) }}
+{%- else -%}
+{{ super() }}
+{%- endif -%}
+{%- endblock data_png -%}
 """
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"

@@ -4,9 +4,17 @@ A check never prints and never reveals the answer: it returns a :class:`Feedback
 text a notebook shows as the cell's output and whose truth value a test can assert.
 """
 
+import html
 from dataclasses import dataclass
 
 import numpy as np
+
+#: How a Feedback shows in JupyterLab and the static edition: a paragraph of prose that
+#: wraps between words (a text/plain output is monospace and breaks anywhere, mid-word).
+FEEDBACK_CSS = ("margin:0.2em 0;white-space:normal;overflow-wrap:break-word;"
+                "font-family:var(--jp-content-font-family, sans-serif);"
+                "font-size:var(--jp-content-font-size1, 14px);"
+                "color:var(--jp-content-font-color1, rgba(0, 0, 0, 0.87))")
 
 RIGHT = "✔ Right."
 NOT_YET = "✘ Not yet."
@@ -27,6 +35,12 @@ class Feedback:
         return self.message
 
     __str__ = __repr__
+
+    def _repr_html_(self):
+        """The message as a wrapped paragraph (the plain-text repr stays for text outputs)."""
+        verdict = "right" if self.correct else "not-yet"
+        return (f'<p class="attn-feedback" data-verdict="{verdict}" style="{FEEDBACK_CSS}">'
+                f"{html.escape(self.message)}</p>")
 
 
 def right(why=""):

@@ -45,11 +45,17 @@ from .. import figures
 
 __all__ = [
     "DPI",
+    "SCALE",
     "Explorer",
+    "css_width",
     "read_tables",
 ]
 
+#: CSS pixels per figure inch: a frame is shown ``figsize * DPI`` CSS pixels large.
 DPI = 80
+#: Device pixels per CSS pixel the frames are drawn for: 2 is sharp on a HiDPI ("2x")
+#: screen; a 1x screen shows the same PNG scaled down by the browser, still crisp.
+SCALE = 2
 #: zlib level of the PNG (Pillow): 1 is several times faster than 6; files barely larger.
 PNG_COMPRESS_LEVEL = 1
 #: Labels of controls are never cut off.
@@ -59,15 +65,32 @@ SLIDER_WIDTH = "420px"
 TABLE_FMT = "{:.3f}"
 HIDDEN_TEXT = "?"
 
+# Colours readable in JupyterLab's light and dark themes (contrast >= 4.5:1, checked by
+# tests/test_theme_contrast.py against the installed themes): text and backgrounds use the
+# theme's CSS variables (fallbacks: the light theme's values, for pages without them); a
+# highlighted or error cell has a fixed light background, so its text colour is fixed too.
+TEXT_COLOR = "var(--jp-content-font-color1, rgba(0, 0, 0, 0.87))"
+MUTED_COLOR = "var(--jp-content-font-color2, rgba(0, 0, 0, 0.54))"
+PAGE_COLOR = "var(--jp-layout-color0, #ffffff)"
+HIGHLIGHT_BACKGROUND, HIGHLIGHT_TEXT = "#F5C97A", "#000000"
+ERROR_BACKGROUND, ERROR_TEXT = "#FDEDE4", "#1A1A1A"
+#: (text, background) of every colour pair the explorers' HTML uses.
+COLOR_PAIRS = {"table": (TEXT_COLOR, PAGE_COLOR), "header": (MUTED_COLOR, PAGE_COLOR),
+               "highlight": (HIGHLIGHT_TEXT, HIGHLIGHT_BACKGROUND),
+               "error": (ERROR_TEXT, ERROR_BACKGROUND)}
+
 _TABLE_CSS = (
-    "border-collapse:collapse;font-family:monospace;font-size:12px;margin:2px 10px 2px 0"
+    "border-collapse:collapse;font-family:monospace;font-size:12px;margin:2px 10px 2px 0;"
+    f"color:{TEXT_COLOR};background:{PAGE_COLOR}"
 )
-_CELL_CSS = "padding:1px 6px;text-align:right;border:1px solid #ddd"
-_HEAD_CSS = "padding:1px 6px;text-align:right;color:#555;font-weight:normal"
-_HIGHLIGHT_CSS = "background:#F5C97A;outline:2px solid #D55E00"
+_CELL_CSS = ("padding:1px 6px;text-align:right;"
+             "border:1px solid var(--jp-border-color2, #dddddd)")
+_HEAD_CSS = f"padding:1px 6px;text-align:right;color:{MUTED_COLOR};font-weight:normal"
+_HIGHLIGHT_CSS = (f"background:{HIGHLIGHT_BACKGROUND};color:{HIGHLIGHT_TEXT};"
+                  "outline:2px solid #D55E00")
 _ERROR_CSS = (
-    "border:2px solid #D55E00;background:#FDEDE4;padding:6px 10px;font-family:monospace;"
-    "white-space:pre-wrap"
+    f"border:2px solid #D55E00;background:{ERROR_BACKGROUND};color:{ERROR_TEXT};"
+    "padding:6px 10px;font-family:monospace;white-space:pre-wrap"
 )
 
 
@@ -82,10 +105,16 @@ def _png(canvas):
     """
     rgba = canvas.buffer_rgba()  # a (h, w, 4) uint8 memoryview of the Agg buffer
     height, width = rgba.shape[:2]
-    image = Image.frombuffer("RGBA", (width, height), rgba, "raw", "RGBA", 0, 1).convert("RGB")
+    # read as RGB straight from the RGBA bytes (raw mode RGBX skips alpha): no convert pass
+    image = Image.frombytes("RGB", (width, height), rgba, "raw", "RGBX")
     out = io.BytesIO()
     image.save(out, format="PNG", compress_level=PNG_COMPRESS_LEVEL, optimize=False)
     return out.getvalue()
+
+
+def css_width(figure):
+    """The width in CSS pixels a frame of ``figure`` is shown at: its pixels / SCALE."""
+    return round(figure.get_figwidth() * figure.dpi / SCALE)
 
 
 class _Canvas:
@@ -98,7 +127,7 @@ class _Canvas:
     labels) must pass a new ``static_key``.
     """
 
-    def __init__(self, figsize, dpi=DPI, layout="constrained"):
+    def __init__(self, figsize, dpi=DPI * SCALE, layout="constrained"):
         self.figure = Figure(figsize=figsize, dpi=dpi, layout=layout)
         FigureCanvasAgg(self.figure)
         self._backgrounds = {}
@@ -279,7 +308,9 @@ class Explorer:
         self.controls = {}
         self.errors = []
         self.updates = 0
-        self.image = W.Image(format="png", layout=W.Layout(width="auto", height="auto"))
+        # Shown at its own CSS size (set by _show), never stretched to the output's width.
+        self.image = W.Image(format="png", layout=W.Layout(width="auto", height="auto",
+                                                           max_width="100%"))
         self.error_box = W.HTML(layout=W.Layout(display="none"))
         self.widget = None
         self._busy = False
@@ -321,6 +352,9 @@ class Explorer:
     # drawing
     def _show(self, canvas, dynamic, static_key=None):
         png = canvas.render(dynamic, static_key)
+        width = f"{css_width(canvas.figure)}px"
+        if self.image.layout.width != width:
+            self.image.layout.width = width
         if png != self.image.value:
             self.image.value = png
 

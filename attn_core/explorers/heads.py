@@ -63,7 +63,8 @@ class HeadsExplorer(Explorer):
         self._params = {}
         c = self.controls
         c["d_model"] = W.Dropdown(options=D_MODELS, value=d_model, description="d_model",
-                                  style=STYLE, layout=W.Layout(width="180px"))
+                                  style=STYLE,
+                                  layout=W.Layout(width="180px", margin="0 32px 0 0"))
         # A slider over the divisors only: moves with the arrow keys, offers no invalid h.
         c["h"] = _slider(W.SelectionSlider, "heads h (divisors of d_model)",
                          options=head_counts(d_model), value=h)
@@ -114,8 +115,8 @@ class HeadsExplorer(Explorer):
             rows.append([hh, d_model // hh, f["scores"], f["softmax"], f["weighted_sum"],
                          f["total"]])
         self.readout.value = (
-            f'<div style="font-family:sans-serif;font-size:12px">{h} heads × d_k = '
-            f"{d_model // h} = d_model = {d_model}. Attention FLOPs for n = {self.n} tokens "
+            f'<div style="font-family:sans-serif;font-size:12px">{h} heads × d_k {d_model // h}'
+            f" = d_model {d_model}. Attention FLOPs for n = {self.n} tokens "
             f"(the products do not depend on h; only the small softmax term grows):</div>"
             + _table("flops", np.array(rows, dtype=float),
                      col_labels=["h", "d_k per head", "Q Kᵀ", "softmax", "weights V", "total"],

@@ -31,7 +31,18 @@ from threadpoolctl import threadpool_limits
 
 from .. import figures
 from ..model import head_roles, pretrained
-from .base import STYLE, Explorer, _Canvas, _row, _slider, _table, read_tables
+from .base import (
+    _HEAD_CSS,
+    MUTED_COLOR,
+    STYLE,
+    Explorer,
+    _Canvas,
+    _row,
+    _slider,
+    _table,
+    css_width,
+    read_tables,
+)
 
 __all__ = ["ModelExplorer", "model_explorer", "piece_words", "role_table"]
 
@@ -301,7 +312,7 @@ class ModelExplorer(Explorer):
                      highlight={(0, top)})
         # No wider than the figure: the text wraps and a long row table scrolls sideways
         # (the widget's box would otherwise grow to the table's width and cut the text).
-        width = round(self.canvas.figure.get_figwidth() * self.canvas.figure.dpi)
+        width = css_width(self.canvas.figure)
         return (f'<div style="max-width:{width}px">'
                 f'<div style="{_DIV_CSS}">{html.escape(where)}</div>'
                 f'<div style="{_SCROLL_CSS}">{row}</div>'
@@ -317,17 +328,17 @@ class ModelExplorer(Explorer):
                              "pattern, beside a head that spreads it evenly")
         missing = [name for name, _ in ROLES if scores[name] is None]
         extra = "".join(
-            f'<tr><th style="padding:1px 6px;text-align:right;color:#555;font-weight:normal">'
+            f'<tr><th style="{_HEAD_CSS}">'
             f'{html.escape(name)}</th><td colspan="2" style="padding:1px 6px;'
-            f'text-align:center;border:1px solid #ddd;color:#555">{NOT_AVAILABLE} '
+            f'text-align:center;border:1px solid #ddd;color:{MUTED_COLOR}">{NOT_AVAILABLE} '
             f"(no word repeats)</td></tr>" for name in missing)
         return table.replace("</table>", extra + "</table>")
 
     @staticmethod
     def _time_html(run):
-        return (f'<div style="{_DIV_CSS};color:#555" data-role="{TIME_ROLE}">Forward pass '
-                f"through the model: {run.seconds * 1e3:.0f} ms for {run.n} word pieces (run "
-                f"once per sentence; the sliders only pick stored weights).</div>")
+        return (f'<div style="{_DIV_CSS};color:{MUTED_COLOR}" data-role="{TIME_ROLE}">'
+                f"Forward pass through the model: {run.seconds * 1e3:.0f} ms for {run.n} word "
+                f"pieces (run once per sentence; the sliders only pick stored weights).</div>")
 
     # what is on screen
     def shown(self):

@@ -28,6 +28,9 @@ __all__ = [
 ]
 
 
+TEMPERATURE_NOTE = "weights = softmax(x / T): a small T sharpens them, a large T evens them"
+
+
 class SoftmaxExplorer(Explorer):
     """A row of scores and a temperature: the weights as bars, and their sum."""
 
@@ -50,9 +53,9 @@ class SoftmaxExplorer(Explorer):
                 value=float(value), min=self.SCORE_RANGE[0], max=self.SCORE_RANGE[1], step=0.5,
                 description=f"x{i + 1}", style=STYLE, layout=W.Layout(width="110px"))
             boxes.append(c[f"score {i}"])
-        c["temperature"] = _slider(W.FloatLogSlider, "temperature T (weights = softmax(x / T))",
-                                   value=temperature, base=10, min=lo, max=hi, step=0.05,
-                                   readout_format=".3g")
+        # A short label (the formula is on its own line): the slider keeps its length.
+        c["temperature"] = _slider(W.FloatLogSlider, "temperature T", value=temperature,
+                                   base=10, min=lo, max=hi, step=0.05, readout_format=".3g")
         self._watch(*c)
         self.readout = W.HTML()
         self.canvas = _Canvas((4.6, 2.8))
@@ -61,7 +64,8 @@ class SoftmaxExplorer(Explorer):
         self.bars = figures.weight_bars(softmax(row), self.labels, ax=ax,
                                         xlabel="entry x_j of the score row", title="weights")
         _hide(*self.bars.value_texts)  # the numbers are in the table: text is slow to draw
-        self._start(_row(*boxes), c["temperature"], self.image, self.readout)
+        self._start(_row(*boxes), W.HTML(TEMPERATURE_NOTE), c["temperature"], self.image,
+                    self.readout)
 
     @classmethod
     def check_row(cls, row):

@@ -146,8 +146,8 @@ class TilingExplorer(Explorer):
         table = np.column_stack([step.running_max, step.running_sum, step.partial_output, final])
         self.readout.value = (
             f'<div data-name="memory" style="font-family:monospace;font-size:13px">'
-            f"tile {k + 1} of {len(steps)}: rows {r.start}–{r.stop - 1}, keys "
-            f"{cc.start}–{cc.stop - 1}, {status}. Scores in memory: "
+            f"tile {k + 1} of {len(steps)}: rows {r.start + 1}–{r.stop}, keys "
+            f"{cc.start + 1}–{cc.stop}, {status}. Scores in memory: "
             f'<span data-k="tile">{step.tile_elements}</span> elements of the full matrix\'s '
             f'<span data-k="full">{full}</span> ({100 * step.tile_elements / full:.0f}%).</div>'
             + _table("rows", table, row_labels=self.tokens,

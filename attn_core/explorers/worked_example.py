@@ -34,8 +34,8 @@ class WorkedExampleLab(Explorer):
     """The article's Q, K and V as editable grids, every intermediate, one cell explained."""
 
     title = "worked example"
-    RESULTS = (("scores  Q Kᵀ", "scores"), ("scaled scores  Q Kᵀ / √d_k", "scaled"),
-               ("weights  softmax(scaled)", "weights"), ("output  weights V", "output"))
+    RESULTS = (("scores = Q Kᵀ", "scores"), ("scaled scores = Q Kᵀ / √d_k", "scaled"),
+               ("weights = softmax(scaled scores)", "weights"), ("output = weights · V", "output"))
     INPUT_RANGE = (-10.0, 10.0)
     MAX_SIZE = 8  # rows and columns of each input: a grid of number boxes to read
 

@@ -29,6 +29,7 @@ module                 figures
 ``model_panels``       the model explorer's figure and its static ``explorer_figure``
 ``positions``          ``position_similarity``: the position embeddings' similarity
 ``training``           ``loss_curves``, ``attention_through_training``, ``training_figure``
+``alt``                a sentence saying what a figure shows, in the output's metadata
 =====================  ==============================================================
 
 Every module's public names (its ``__all__``) are re-exported here, so a notebook writes
@@ -37,6 +38,7 @@ Every module's public names (its ``__all__``) are re-exported here, so a noteboo
 """
 
 from . import (
+    alt,
     bars,
     base,
     beyond_length,
@@ -56,6 +58,7 @@ from . import (
     products,
     training,
 )
+from .alt import *  # noqa: F403
 from .bars import *  # noqa: F403
 from .base import *  # noqa: F403
 from .beyond_length import *  # noqa: F403
@@ -74,7 +77,9 @@ from .positions import *  # noqa: F403
 from .products import *  # noqa: F403
 from .training import *  # noqa: F403
 
-_MODULES = (bars, base, beyond_length, cells, head_grids, head_mosaics, heatmaps, lines,
+_MODULES = (alt, bars, base, beyond_length, cells, head_grids, head_mosaics, heatmaps, lines,
             mask_grids, model_axes, model_base, model_every_head, model_head_maps, model_panels,
             model_roles, positions, products, training)
 __all__ = sorted({name for module in _MODULES for name in module.__all__})
+
+alt.register()  # in a notebook kernel: every displayed figure carries its alt text

@@ -36,6 +36,15 @@ HEAD_MOSAIC_MAX_TITLE_ROWS = 4  # that band is a whole number of cells, at most 
 HEAD_MOSAIC_LABEL_PER_CELL = 0.8  # token labels: at most this share of a cell (points)
 HEAD_MOSAIC_LABEL_PAD = 3.0  # points between a map and its token labels
 HEAD_MOSAIC_CAPTION = "each map: rows = queries, columns = keys"
+#: Token labels smaller than this (points) are not drawn; the caption says so.
+HEAD_MOSAIC_MIN_LABEL_POINTS = 7
+HEAD_MOSAIC_TOKENS_NOTE = " (token labels left out at this size: tokens in sentence order)"
+
+
+def mosaic_labels_shown(layout):
+    """True if the token labels of ``layout``'s cells are large enough to be drawn."""
+    return math.floor(HEAD_MOSAIC_LABEL_PER_CELL * layout.cell_points) >= (
+        HEAD_MOSAIC_MIN_LABEL_POINTS)
 
 
 @dataclass(frozen=True)
@@ -182,7 +191,12 @@ def _place_mosaic_texts(art):
         text.set_position((c + (n - 1) / 2, r - 0.5 - 0.1))
         text.set_fontsize(title_size)
     pad = HEAD_MOSAIC_LABEL_PAD / lay.cell_points  # in cells
-    rows = [(r + i, names[i]) for r, c in lay.origins if c == 0 for i in range(n)]
+    shown = mosaic_labels_shown(lay)
+    caption = art.caption.get_text().replace(HEAD_MOSAIC_TOKENS_NOTE, "")
+    if caption and not shown:
+        caption += HEAD_MOSAIC_TOKENS_NOTE
+    art.caption.set_text(caption)
+    rows = [(r + i, names[i]) for r, c in lay.origins if c == 0 for i in range(n) if shown]
     for text, (y, name) in zip(_pool(art.row_labels, len(rows), ax, ha="right", va="center"),
                                rows, strict=True):
         text.set_text(name)
@@ -192,7 +206,7 @@ def _place_mosaic_texts(art):
     for r, c in lay.origins:
         bottoms[c] = max(bottoms.get(c, 0), r + n)
     cols = [(c + j, bottom, names[j]) for c, bottom in sorted(bottoms.items())
-            for j in range(n)]
+            for j in range(n) if shown]
     for text, (x, y, name) in zip(
             _pool(art.col_labels, len(cols), ax, ha="center", va="top", rotation=90),
             cols, strict=True):

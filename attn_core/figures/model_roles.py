@@ -14,6 +14,10 @@ __all__ = [
     "role_scores",
 ]
 
+#: Outlines of high-scoring heads are drawn this far (a share of a cell) inside their cell,
+#: so that a low cell among outlined ones is not framed by its neighbours' outlines.
+ROLE_OUTLINE_INSET = 0.12
+
 @dataclass(repr=False)
 class RoleScoresArtists:
     """What :func:`role_scores` drew.
@@ -91,6 +95,10 @@ def role_scores(scores, title, *, ax=None, baseline=None, threshold=None):
         vmin=WEIGHT_RANGE[0], vmax=WEIGHT_RANGE[1], annotate=True, fmt="{:.2f}",
         highlight=[(l - 1, h - 1) for l, h in found], title=full_title, xlabel="head",
         ylabel="layer")
+    for rect in art.highlights:  # inside its own cell: a neighbour never looks outlined
+        x, y = rect.get_xy()
+        rect.set_bounds(x + ROLE_OUTLINE_INSET, y + ROLE_OUTLINE_INSET,
+                        1 - 2 * ROLE_OUTLINE_INSET, 1 - 2 * ROLE_OUTLINE_INSET)
     line = None
     if baseline is not None:
         cax = art.colorbar.ax

@@ -1,0 +1,125 @@
+"""The explorers' HTML and the checks' feedback are readable in JupyterLab's light and dark
+themes: every (text, background) colour pair they use has a WCAG contrast ratio >= 4.5:1.
+
+The CSS variables are resolved with the values of the JupyterLab theme packages installed
+in the environment (and with the fallbacks, as on a page without JupyterLab's CSS).
+"""
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from attn_core.checks import _base as checks_base
+from attn_core.explorers import base, softmax_explorer, worked_example_lab
+
+MIN_CONTRAST = 4.5
+THEMES_DIR = Path(sys.prefix) / "share/jupyter/lab/themes/@jupyterlab"
+THEMES = {"light": THEMES_DIR / "theme-light-extension/index.css",
+          "dark": THEMES_DIR / "theme-dark-extension/index.css"}
+NAMED = {"white": (255, 255, 255, 1.0), "black": (0, 0, 0, 1.0)}
+
+
+def theme_variables(path):
+    """``{--name: value}`` of a theme's CSS file (the last definition wins)."""
+    text = path.read_text(encoding="utf-8")
+    return {m.group(1): m.group(2).strip()
+            for m in re.finditer(r"(--[\w-]+)\s*:\s*([^;{}]+);", text)}
+
+
+def resolve(value, variables):
+    """Replace ``var(--x, fallback)`` by the theme's value (or the fallback), recursively."""
+    pattern = re.compile(r"var\(\s*(--[\w-]+)\s*(?:,\s*((?:[^()]|\([^()]*\))*))?\)")
+    for _ in range(10):
+        match = pattern.search(value)
+        if match is None:
+            return value.strip()
+        name, fallback = match.group(1), match.group(2)
+        new = variables.get(name, fallback)
+        assert new is not None, f"{name} is neither defined by the theme nor given a fallback"
+        value = value[:match.start()] + new + value[match.end():]
+    raise AssertionError(f"variables nest too deep in {value!r}")
+
+
+def parse_color(text):
+    """``(r, g, b, alpha)`` of a CSS colour: #rgb, #rrggbb, rgb()/rgba(), white, black."""
+    text = text.strip().lower()
+    if text in NAMED:
+        return NAMED[text]
+    if text.startswith("#"):
+        h = text[1:]
+        if len(h) == 3:
+            h = "".join(c * 2 for c in h)
+        assert len(h) == 6, text
+        return (int(h[0:2], 16), int(h[2:4], 16), int(h[4:6], 16), 1.0)
+    match = re.fullmatch(r"rgba?\(([^)]*)\)", text)
+    assert match, f"cannot read the colour {text!r}"
+    parts = [float(p) for p in match.group(1).split(",")]
+    return (*parts[:3], parts[3] if len(parts) == 4 else 1.0)
+
+
+def over(fg, bg):
+    """``fg`` composited over the opaque ``bg`` (alpha blending)."""
+    a = fg[3]
+    return tuple(a * f + (1 - a) * b for f, b in zip(fg[:3], bg[:3], strict=True)) + (1.0,)
+
+
+def luminance(rgb):
+    def channel(c):
+        c /= 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+    r, g, b = (channel(c) for c in rgb[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(fg, bg):
+    """WCAG 2 contrast ratio of text ``fg`` on background ``bg`` (alpha composited)."""
+    bg = over(bg, (255, 255, 255, 1.0))  # a translucent background sits on the page
+    hi, lo = sorted((luminance(over(fg, bg)), luminance(bg)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_the_contrast_formula_on_known_pairs():
+    black, white = (0, 0, 0, 1.0), (255, 255, 255, 1.0)
+    assert contrast(black, white) == pytest.approx(21.0)
+    assert contrast(white, white) == pytest.approx(1.0)
+    assert contrast(parse_color("#777777"), white) == pytest.approx(4.48, abs=0.01)
+    assert contrast(parse_color("#767676"), white) == pytest.approx(4.54, abs=0.01)  # WCAG lore
+    assert contrast(parse_color("rgba(0,0,0,0.5)"), white) == pytest.approx(
+        contrast(parse_color("#808080"), white), abs=0.05)  # alpha composited
+
+
+def _pairs():
+    pairs = dict(base.COLOR_PAIRS)
+    feedback = re.search(r"color:(var\(.*?\)\))", checks_base.FEEDBACK_CSS).group(1)
+    pairs["feedback"] = (feedback, base.PAGE_COLOR)
+    return pairs
+
+
+@pytest.mark.parametrize("theme", [*THEMES, "no theme (fallbacks)"])
+def test_every_colour_pair_is_readable_in_each_theme(theme):
+    if theme in THEMES:
+        assert THEMES[theme].exists(), f"JupyterLab's {theme} theme is not installed"
+        variables = theme_variables(THEMES[theme])
+        assert "--jp-layout-color0" in variables  # the file was read
+    else:
+        variables = {}
+    for name, (fg, bg) in _pairs().items():
+        ratio = contrast(parse_color(resolve(fg, variables)), parse_color(resolve(bg, variables)))
+        assert ratio >= MIN_CONTRAST, f"{theme}: {name} {fg} on {bg} is {ratio:.2f}:1"
+
+
+def test_the_explorers_html_uses_only_the_checked_colours():
+    """Every text colour and background in the read-outs is one of COLOR_PAIRS'."""
+    allowed_text = {fg for fg, _ in base.COLOR_PAIRS.values()}
+    allowed_back = {bg for _, bg in base.COLOR_PAIRS.values()}
+    lab = worked_example_lab()
+    markup = lab.tables.value + lab.arithmetic.value + softmax_explorer().readout.value
+    assert base.HIGHLIGHT_BACKGROUND in markup  # the lab highlights the explained cell
+    for style in re.findall(r'style="([^"]*)"', markup):
+        for prop, value in re.findall(r"(?:^|;)\s*(color|background)\s*:\s*([^;]+)", style):
+            allowed = allowed_text if prop == "color" else allowed_back
+            assert value.strip() in allowed, f"{prop}:{value} is not a checked colour"
+    highlighted = re.findall(r'<td[^>]*background:#F5C97A[^>]*>', markup)
+    assert highlighted and all(f"color:{base.HIGHLIGHT_TEXT}" in td for td in highlighted)
