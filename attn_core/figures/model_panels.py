@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from .alt import set_alt_text
 from .base import token_labels
 from .model_axes import _colorbar, _label_margin_in
 from .model_base import (
@@ -222,5 +223,10 @@ def explorer_figure(run, layer=1, head=1, query="it", *, dpi=EXPLORER_DPI):
     """
     fig = Figure(dpi=dpi)
     FigureCanvasAgg(fig)
-    explorer_panels(run.attentions, run.pieces, layer, head, query, fig=fig)
+    art = explorer_panels(run.attentions, run.pieces, layer, head, query, fig=fig)
+    piece = run.pieces[art.query]
+    set_alt_text(fig, f"Layer {layer}, head {head} of the model on the sentence: its attention "
+                      f"map (rows: query pieces, columns: key pieces, colour: weight 0 to 1), "
+                      f"and beside it the row of the query piece '{piece}' in every head of "
+                      f"every layer, grouped by layer, with this head's row outlined.")
     return fig

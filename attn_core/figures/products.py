@@ -12,6 +12,7 @@ import numpy as np
 from matplotlib.colors import to_rgba
 from matplotlib.patches import Rectangle
 
+from .alt import set_alt_text
 from .base import (
     BRACKET_ARM,
     BRACKET_GAP,
@@ -388,4 +389,9 @@ def matrix_product_diagram(
     if caption_text is not None:
         caption = fig.text(0.5, 0.1 / fig_h, caption_text, ha="center", va="bottom",
                            fontsize=CAPTION_FONTSIZE, color=TEXT_DARK, linespacing=1.5)
+    set_alt_text(fig, f"A matrix product: {names[0]} ({a.shape[0]}×{a.shape[1]}) times "
+                      f"{names[1]} ({b.shape[0]}×{b.shape[1]}) equals {names[2]} "
+                      f"({c.shape[0]}×{c.shape[1]}), every entry written in its cell."
+                      + ("" if caption_text is None else
+                         " " + " ".join(caption_text.split())))
     return ProductDiagramArtists(fig, blocks, tuple(operators), caption)
