@@ -18,6 +18,7 @@ __all__ = [
     "HeadScore",
     "attention_to_position",
     "heads_above",
+    "next_token_score",
     "previous_token_score",
     "same_word_partners",
     "same_word_score",
@@ -60,11 +61,36 @@ def previous_token_score(weights):
     >>> float(previous_token_score(shift))
     1.0
     """
+    return _neighbour_score(weights, -1, "a previous token")
+
+
+def next_token_score(weights):
+    """Mean weight each query puts on the token just after it (the mirror of previous).
+
+    Parameters
+    ----------
+    weights : (..., n, n) array_like, n >= 2
+
+    Returns
+    -------
+    score : (...) ndarray
+        ``mean over i = 0..n-2 of weights[..., i, i+1]``.
+
+    Examples
+    --------
+    >>> float(next_token_score(np.eye(3, k=1) + np.eye(3, k=-2)))
+    1.0
+    """
+    return _neighbour_score(weights, 1, "a next token")
+
+
+def _neighbour_score(weights, offset, what):
+    """Mean of the diagonal ``offset`` of ``weights``: -1 the previous token, +1 the next."""
     w = _weights(weights)
     if w.shape[-1] < 2:
-        raise ValueError("weights must cover at least 2 positions for a previous token, "
+        raise ValueError(f"weights must cover at least 2 positions for {what}, "
                          f"got n = {w.shape[-1]}")
-    return np.diagonal(w, offset=-1, axis1=-2, axis2=-1).mean(axis=-1)
+    return np.diagonal(w, offset=offset, axis1=-2, axis2=-1).mean(axis=-1)
 
 
 def self_score(weights):

@@ -20,6 +20,7 @@ import numpy as np
 from .._validate import as_float_array, check_positive_int
 from ..multihead import multi_head_attention
 from .encoder import EncoderWeights
+from .head_roles import next_token_score  # a head-role score; kept importable from here
 
 __all__ = [
     "PairComparison",
@@ -247,29 +248,6 @@ def with_positions(weights, n, how):
     else:
         raise ValueError(f"how must be 'reverse' or 'zero', got {how!r}")
     return dataclasses.replace(weights, position=table)
-
-
-def next_token_score(weights):
-    """Mean weight each query puts on the token just after it (the mirror of previous).
-
-    Parameters
-    ----------
-    weights : (..., n, n) array_like, n >= 2
-
-    Returns
-    -------
-    score : (...) ndarray
-        ``mean over i = 0..n-2 of weights[..., i, i+1]``.
-
-    Examples
-    --------
-    >>> float(next_token_score(np.eye(3, k=1) + np.eye(3, k=-2)))
-    1.0
-    """
-    w = _attentions(weights, "weights")
-    if w.shape[-1] < 2:
-        raise ValueError(f"weights must cover at least 2 positions, got n = {w.shape[-1]}")
-    return np.diagonal(w, offset=1, axis1=-2, axis2=-1).mean(axis=-1)
 
 
 def cosine_similarity(rows):
