@@ -212,3 +212,14 @@ def batch_shape(name_shapes):
         raise ValueError(
             f"the leading (batch) dimensions must broadcast against each other, got {given}"
         ) from None
+
+
+def check_float_dtype(dtype):
+    """``np.dtype(dtype)``, or a clear error unless it names a floating dtype."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype must be a numpy dtype such as 'float32', got {dtype!r}") from None
+    if dt.kind != "f":
+        raise ValueError(f"dtype must be a floating dtype, got {dt}")
+    return dt

@@ -6,17 +6,11 @@ import tracemalloc
 
 import numpy as np
 
-from ._validate import as_float_array, check_positive_int, divisors
+from ._validate import as_float_array, check_float_dtype, check_positive_int, divisors
 
 
 def _dtype_size(dtype):
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"dtype must be a numpy dtype such as 'float32', got {dtype!r}") from None
-    if dt.kind != "f":
-        raise ValueError(f"dtype must be a floating dtype, got {dt}")
-    return dt.itemsize
+    return check_float_dtype(dtype).itemsize
 
 
 def score_matrix_cells(n, h=1, batch=1):

@@ -15,7 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validate import as_float_array, batch_shape, check_positive_int, check_scale
+from ._validate import (
+    as_float_array,
+    batch_shape,
+    check_float_dtype,
+    check_positive_int,
+    check_scale,
+)
 from .attention import attention
 
 __all__ = ["KVCache", "append_kv", "decode_sequence", "decode_step", "empty_cache"]
@@ -71,12 +77,7 @@ def empty_cache(d_k, d_v=None, batch=(), dtype="float64"):
     if not isinstance(batch, tuple):
         raise TypeError(f"batch must be a tuple of ints such as (2, 4), got {batch!r}")
     batch = tuple(check_positive_int(b, "each entry of batch") for b in batch)
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"dtype must be a numpy dtype such as 'float32', got {dtype!r}") from None
-    if dt.kind != "f":
-        raise ValueError(f"dtype must be a floating dtype, got {dt}")
+    dt = check_float_dtype(dtype)
     return KVCache(np.empty((*batch, 0, d_k), dtype=dt), np.empty((*batch, 0, d_v), dtype=dt))
 
 
