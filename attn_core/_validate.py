@@ -28,6 +28,7 @@ leaks from a computation that ends correct.
 """
 
 import numbers
+import os
 
 import numpy as np
 
@@ -223,3 +224,35 @@ def check_float_dtype(dtype):
     if dt.kind != "f":
         raise ValueError(f"dtype must be a floating dtype, got {dt}")
     return dt
+
+
+#: The environment switch of CI's rounding test: with ``ATTN_CORE_PERTURB_INIT=1`` every
+#: weight-initialisation function of the package nudges each initial weight by one unit in
+#: the last place, so that a notebook re-run with it shows whether what it prints hangs on
+#: last-bit rounding (which differs between CPUs).
+PERTURB_INIT = "ATTN_CORE_PERTURB_INIT"
+
+
+def perturb_init(w):
+    """``w`` unchanged, or nudged by one ulp towards +inf when ``ATTN_CORE_PERTURB_INIT=1``.
+
+    Parameters
+    ----------
+    w : ndarray of floats
+        Initial weights.
+
+    Returns
+    -------
+    w : ndarray
+        The same array (switch unset) or ``np.nextafter(w, inf)`` in ``w``'s dtype.
+
+    Examples
+    --------
+    >>> w = np.array([1.0, -2.0])
+    >>> bool((perturb_init(w) == w).all()) or bool((perturb_init(w) > w).all())
+    True
+    """
+    if os.environ.get(PERTURB_INIT, "").strip().lower() not in {"1", "true", "yes"}:
+        return w
+    w = np.asarray(w)
+    return np.nextafter(w, np.inf).astype(w.dtype, copy=False)

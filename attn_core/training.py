@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._validate import check_positive_int
+from ._validate import check_positive_int, perturb_init
 from .attention import _scores
 from .gradients import _backward_from_weights
 from .softmax import stable_softmax
@@ -91,7 +91,8 @@ def init_params(rngs, n_features, n_out, n, d_model=16, d_k=16, d_v=16, position
     for rng in rngs:
         for name, (rows, cols, var) in shapes.items():
             params[name].append(rng.standard_normal((rows, cols)) * np.sqrt(var))
-    return {name: np.stack(arrs) for name, arrs in params.items()}  # each (S, rows, cols)
+    # perturb_init: unchanged unless CI's rounding test asks for a one-ulp nudge
+    return {name: perturb_init(np.stack(arrs)) for name, arrs in params.items()}  # (S, rows, cols)
 
 
 def _lin(a, w):
