@@ -4,8 +4,14 @@
 #                    (made from notebooks/ on the first run; never overwritten later)
 #   make fresh NB=04-scaling  the course's version of one notebook in my-notebooks/
 #                    (your copy is kept, renamed NAME.mine-DATE.ipynb)
+#   make check       the fast loop for contributors: make lint, then the unit, property and
+#                    doctests and the exercises' checks (no browser, Binder, classroom, static
+#                    edition or notebook passes)
 #   make test        make lint, then the whole test suite (unit, doctests, every notebook
-#                    via nbval); a lint violation fails it
+#                    via nbval, browser, Binder, classroom), then make test-rounding; what CI runs
+#   make test-rounding  the notebooks again with numpy's AVX-512 kernels switched off (the
+#                    rounding of a CPU without AVX-512), and the training notebooks with every
+#                    initial weight nudged by one ulp: the stored outputs must not change
 #   make lint        ruff over attn_core, tests, tools, benchmarks and notebooks (rules in
 #                    pyproject.toml; `.venv/bin/python -m ruff check --fix ...` fixes many)
 #   make notebooks   regenerate navigation, re-execute every notebook, store its outputs
@@ -30,7 +36,8 @@
 #                    pinned packages + JupyterHub + nbgitpuller; classroom/node_modules: the proxy)
 #   make clean       remove caches and build files (make distclean also removes .venv)
 #
-# Variables: ARGS (extra pytest options: make test ARGS="-k softmax"), CELL_TIMEOUT and
+# Variables: ARGS (extra pytest options: make test ARGS="-k softmax"), JOBS (pytest-xdist
+# workers, default 2; JOBS=1 runs in one process), CELL_TIMEOUT and
 # EXEC_TIMEOUT (seconds per notebook cell), HOST and PORT (JupyterLab), PYTHON (the
 # interpreter that creates .venv).
 
@@ -60,7 +67,8 @@ PORT ?= 8888
 # JupyterLab refuses to run as root unless told to.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help setup lab fresh lock lint test test-binder notebooks nav solutions bench html \
+.PHONY: help setup lab fresh lock lint check test test-rounding test-binder notebooks nav \
+	solutions bench html \
 	test-extras crosscheck-extras clean distclean classroom classroom-env
 
 help:
@@ -125,8 +133,35 @@ LINT_PATHS := attn_core tests tools benchmarks notebooks
 lint: setup
 	$(PY) -m ruff check $(LINT_PATHS)
 
+# pytest-xdist: independent test files on JOBS workers (--dist loadfile keeps a file, and so a
+# notebook's cells, on one worker).
+JOBS ?= 2
+XDIST := $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadfile)
+# numpy's AVX-512 dispatch targets (tools/cpu_dispatch.py lists the same): switched off, numpy
+# runs the kernels of a CPU without AVX-512. Never touch OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE.
+NO_AVX512 := X86_V4 AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR
+# The notebooks whose outputs come out of training: re-run with initial weights nudged by one ulp.
+TRAINING_NOTEBOOKS := notebooks/12-learning-attention.ipynb $(wildcard notebooks/14-*.ipynb)
+# What make check leaves to make test: real browsers, Binder, the hub, the static edition, the
+# learner's-copy round trip, executed solution notebooks, the 20-seed table's regeneration and the
+# transformers cross-check (it loads the pretrained model twice).
+CHECK_SKIP := browser static_html binder classroom learner_copy solutions scaling_table \
+  pretrained_crosscheck
+
+check: lint
+	MPLBACKEND=Agg $(PY) -m pytest $(XDIST) attn_core tests \
+	  $(CHECK_SKIP:%=--ignore=tests/test_%.py) $(ARGS)
+
 test: lint
-	MPLBACKEND=Agg $(PY) -m pytest --nbval-cell-timeout=$(CELL_TIMEOUT) $(ARGS)
+	MPLBACKEND=Agg $(PY) -m pytest $(XDIST) --nbval-cell-timeout=$(CELL_TIMEOUT) $(ARGS)
+	@$(MAKE) --no-print-directory test-rounding
+
+test-rounding: setup
+	@$(PY) tools/cpu_dispatch.py
+	NPY_DISABLE_CPU_FEATURES="$(NO_AVX512)" MPLBACKEND=Agg $(PY) -m pytest $(XDIST) \
+	  --nbval-cell-timeout=$(CELL_TIMEOUT) notebooks
+	ATTN_CORE_PERTURB_INIT=1 MPLBACKEND=Agg $(PY) -m pytest $(XDIST) \
+	  --nbval-cell-timeout=$(CELL_TIMEOUT) $(TRAINING_NOTEBOOKS)
 
 # --- maintainers -------------------------------------------------------------------------
 
