@@ -10,8 +10,8 @@
 #   make test        make lint, then the whole test suite (unit, doctests, every notebook
 #                    via nbval, browser, Binder, classroom), then make test-rounding; what CI runs
 #   make test-rounding  the notebooks again with numpy's AVX-512 kernels switched off (the
-#                    rounding of a CPU without AVX-512), and the training notebooks with every
-#                    initial weight nudged by one ulp: the stored outputs must not change
+#                    rounding of a CPU without AVX-512), and those with trained weights with
+#                    every weight nudged by one ulp: the stored outputs must not change
 #   make lint        ruff over attn_core, tests, tools, benchmarks and notebooks (rules in
 #                    pyproject.toml; `.venv/bin/python -m ruff check --fix ...` fixes many)
 #   make notebooks   regenerate navigation, re-execute every notebook, store its outputs
@@ -140,8 +140,10 @@ XDIST := $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadfile)
 # numpy's AVX-512 dispatch targets (tools/cpu_dispatch.py lists the same): switched off, numpy
 # runs the kernels of a CPU without AVX-512. Never touch OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE.
 NO_AVX512 := X86_V4 AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR
-# The notebooks whose outputs come out of training: re-run with initial weights nudged by one ulp.
-TRAINING_NOTEBOOKS := notebooks/12-learning-attention.ipynb $(wildcard notebooks/14-*.ipynb)
+# The notebooks whose outputs come from trained weights (loaded in 11, trained in 12 and 14):
+# re-run with every initial or loaded weight nudged by one ulp (ATTN_CORE_PERTURB_INIT=1).
+PERTURBED_NOTEBOOKS := notebooks/11-a-real-model.ipynb notebooks/12-learning-attention.ipynb \
+  $(wildcard notebooks/14-*.ipynb)
 # What make check leaves to make test: real browsers, Binder, the hub, the static edition, the
 # learner's-copy round trip, executed solution notebooks, the 20-seed table's regeneration and the
 # transformers cross-check (it loads the pretrained model twice).
@@ -161,7 +163,7 @@ test-rounding: setup
 	NPY_DISABLE_CPU_FEATURES="$(NO_AVX512)" MPLBACKEND=Agg $(PY) -m pytest $(XDIST) \
 	  --nbval-cell-timeout=$(CELL_TIMEOUT) notebooks
 	ATTN_CORE_PERTURB_INIT=1 MPLBACKEND=Agg $(PY) -m pytest $(XDIST) \
-	  --nbval-cell-timeout=$(CELL_TIMEOUT) $(TRAINING_NOTEBOOKS)
+	  --nbval-cell-timeout=$(CELL_TIMEOUT) $(PERTURBED_NOTEBOOKS)
 
 # --- maintainers -------------------------------------------------------------------------
 

@@ -227,9 +227,9 @@ def check_float_dtype(dtype):
 
 
 #: The environment switch of CI's rounding test: with ``ATTN_CORE_PERTURB_INIT=1`` every
-#: weight-initialisation function of the package nudges each initial weight by one unit in
-#: the last place, so that a notebook re-run with it shows whether what it prints hangs on
-#: last-bit rounding (which differs between CPUs).
+#: weight-initialisation function of the package, and the pretrained model's loader, nudge each
+#: weight by one unit in the last place, so that a notebook re-run with it shows whether what
+#: it prints hangs on last-bit rounding (which differs between CPUs).
 PERTURB_INIT = "ATTN_CORE_PERTURB_INIT"
 
 
