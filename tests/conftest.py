@@ -158,16 +158,3 @@ def browser(requires_browser):
         yield chromium
         chromium.close()
 
-
-# --- numpy's print options, per test -------------------------------------------------------------
-# A test (or a notebook check run in-process) may set np.set_printoptions; under pytest-xdist
-# the doctests of attn_core can then run after it in the same worker and print differently.
-# Every test gets the options it started with back at its end.
-
-
-@pytest.fixture(autouse=True)
-def _restore_numpy_print_options():
-    import numpy as np
-
-    with np.printoptions(**np.get_printoptions()):
-        yield
