@@ -28,6 +28,7 @@ leaks from a computation that ends correct.
 """
 
 import numbers
+import os
 
 import numpy as np
 
@@ -223,3 +224,11 @@ def check_float_dtype(dtype):
     if dt.kind != "f":
         raise ValueError(f"dtype must be a floating dtype, got {dt}")
     return dt
+
+
+def perturb_init(w):
+    """``w`` unchanged, or nudged by one ulp towards +inf when ATTN_CORE_PERTURB_INIT=1
+    (CI's check that printed training results do not hang on last-bit rounding)."""
+    if os.environ.get("ATTN_CORE_PERTURB_INIT", "") not in {"1", "true", "yes"}:
+        return w
+    return np.nextafter(w, np.inf).astype(w.dtype, copy=False)
