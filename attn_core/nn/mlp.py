@@ -1,7 +1,5 @@
 """The transformer's feed-forward network (MLP): two affine maps with a GELU between."""
 
-import numpy as np
-
 from .._validate import as_float_array, check_result, checked_later, to_common_dtype
 from ..gradients import _bias_grad, _weight_grad
 from .gelu import _gelu_backward_parts, _gelu_parts
