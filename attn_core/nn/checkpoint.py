@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from .data import CharVocab
-from .gpt import GPTConfig, init_gpt
+from .gpt import GPTConfig, param_shapes
 
-__all__ = ["CHECKPOINT_PATH", "FORMAT_VERSION", "Checkpoint", "expected_shapes",
-           "load_checkpoint", "save_checkpoint"]
+__all__ = ["CHECKPOINT_PATH", "FORMAT_VERSION", "Checkpoint", "load_checkpoint",
+           "save_checkpoint"]
 
 #: The stored full run (written by ``tools/train_gpt.py``).
 CHECKPOINT_PATH = Path(__file__).resolve().parents[1] / "data" / "gpt-checkpoint.npz"
@@ -39,14 +39,8 @@ class Checkpoint:
     meta: dict
 
 
-def expected_shapes(config):
-    """Dict from parameter name to shape for ``config`` (those of ``init_gpt``)."""
-    tiny = init_gpt(config, np.random.default_rng(0), dtype="float32")
-    return {name: w.shape for name, w in tiny.items()}
-
-
 def _check_params(params, config, where):
-    expected = expected_shapes(config)
+    expected = param_shapes(config)
     missing = sorted(set(expected) - set(params))
     extra = sorted(set(params) - set(expected))
     if missing or extra:
@@ -74,6 +68,7 @@ def save_checkpoint(path, params, config, vocab, meta=None):
     Examples
     --------
     >>> import tempfile, os
+    >>> from attn_core.nn import init_gpt
     >>> cfg = GPTConfig(vocab_size=3, n_ctx=4, d_model=8, n_heads=2, n_layers=1)
     >>> params = init_gpt(cfg, np.random.default_rng(0))
     >>> path = os.path.join(tempfile.mkdtemp(), "tiny.npz")

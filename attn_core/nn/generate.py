@@ -19,10 +19,11 @@ from .._validate import as_float_array, check_positive_int
 from ..decoding import append_kv, decode_step, empty_cache
 from ..multihead import _affine, _merge, _split
 from ..softmax import stable_softmax
-from .embeddings import check_ids, embed
-from .gpt import LN_EPS, GPTConfig
-from .layer_norm import layer_norm
-from .mlp import mlp
+from .block import block_params
+from .embeddings import _embed, check_ids
+from .gpt import LN_EPS, GPTConfig, check_params
+from .layer_norm import _layer_norm_parts
+from .mlp import _mlp_parts
 
 __all__ = ["Generation", "check_temperature", "check_top_k", "forward_cached", "generate",
            "next_token_probs", "prefill"]
@@ -115,11 +116,8 @@ def next_token_probs(logits, temperature=1.0, top_k=None):
     return stable_softmax(z, axis=-1)
 
 
-def _layer(params, i):
-    return {name: params[f"h{i}.{name}"] for name in (
-        "ln1.g", "ln1.b", "attn.w_q", "attn.w_k", "attn.w_v", "attn.w_o", "attn.b_q",
-        "attn.b_k", "attn.b_v", "attn.b_o", "ln2.g", "ln2.b", "mlp.w_in", "mlp.b_in",
-        "mlp.w_out", "mlp.b_out")}
+def _layer_norm(x, g, b):
+    return _layer_norm_parts(x, g, b, LN_EPS)[0]
 
 
 def forward_cached(params, config, new_ids, caches):
@@ -127,7 +125,8 @@ def forward_cached(params, config, new_ids, caches):
 
     Parameters
     ----------
-    params : dict of arrays (see :func:`attn_core.nn.gpt.init_gpt`)
+    params : dict of arrays (see :func:`attn_core.nn.gpt.init_gpt`), already checked
+        (:func:`attn_core.nn.gpt.check_params`: this inner loop does not check them again)
     config : GPTConfig
     new_ids : (m,) int ndarray
         The new tokens, at positions ``t .. t + m - 1`` (``t + m <= n_ctx``).
@@ -155,20 +154,20 @@ def forward_cached(params, config, new_ids, caches):
         raise ValueError(f"{t} cached + {len(new_ids)} new tokens exceed n_ctx = "
                          f"{config.n_ctx}: crop the context first")
     h = config.n_heads
-    x = embed(new_ids, params["wte"], params["wpe"][t:])  # (m, d_model), positions t..t+m-1
+    x = _embed(new_ids, params["wte"], params["wpe"][t:])  # (m, d_model), positions t..t+m-1
     out_caches = []
     for i, cache in enumerate(caches):
-        p = _layer(params, i)
-        a = layer_norm(x, p["ln1.g"], p["ln1.b"], LN_EPS)  # (m, d_model)
+        p = block_params(params, i)
+        a = _layer_norm(x, p["ln1.g"], p["ln1.b"])  # (m, d_model)
         q, k, v = (_split(_affine(a, p[f"attn.w_{c}"], p[f"attn.b_{c}"], f"the {c} "
                                   "projection"), h) for c in "qkv")  # each (h, m, d_head)
         cache = append_kv(cache, k, v)  # (h, t + m, d_head)
         heads, _ = decode_step(q, cache)  # (h, m, d_head)
         x = x + _affine(_merge(heads), p["attn.w_o"], p["attn.b_o"], "the output projection")
-        x = x + mlp(layer_norm(x, p["ln2.g"], p["ln2.b"], LN_EPS), p["mlp.w_in"],
-                    p["mlp.b_in"], p["mlp.w_out"], p["mlp.b_out"])  # (m, d_model)
+        x = x + _mlp_parts(_layer_norm(x, p["ln2.g"], p["ln2.b"]), p["mlp.w_in"],
+                           p["mlp.b_in"], p["mlp.w_out"], p["mlp.b_out"])[0]  # (m, d_model)
         out_caches.append(cache)
-    x = layer_norm(x, params["ln_f.g"], params["ln_f.b"], LN_EPS)
+    x = _layer_norm(x, params["ln_f.g"], params["ln_f.b"])
     return x @ params["w_unembed"], tuple(out_caches)  # (m, d) @ (d, V) -> (m, V)
 
 
@@ -218,6 +217,7 @@ def generate(params, config, prompt_ids, n_new, temperature=1.0, top_k=None, see
     """
     if not isinstance(config, GPTConfig):
         raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
+    params = check_params(params, config)
     prompt = check_ids(np.asarray(prompt_ids), config.vocab_size, name="prompt_ids")
     if prompt.ndim != 1 or len(prompt) < 1:
         raise ValueError(f"prompt_ids must be a 1-D array of at least one token id, got shape "

@@ -17,7 +17,7 @@ import numpy as np
 
 from .._validate import check_positive_int
 from .data import batch_starts, get_batch
-from .gpt import GPTConfig, gpt_forward, gpt_loss_and_grads, init_gpt
+from .gpt import GPTConfig, gpt_forward, gpt_loss_and_grads, init_gpt, is_decayed
 from .loss import cross_entropy
 from .optim import AdamW, clip_grad_norm
 
@@ -59,12 +59,12 @@ def lr_at(step, steps, lr, warmup, final_fraction=0.1):
     Examples
     --------
     >>> [round(lr_at(s, 10, 1.0, 2), 3) for s in (0, 1, 2, 6, 9)]
-    [0.5, 1.0, 1.0, 0.55, 0.127]
+    [0.5, 1.0, 1.0, 0.55, 0.134]
     """
     if step < warmup:
-        return lr * (step + 1) / warmup
+        return float(lr * (step + 1) / warmup)
     frac = (step - warmup) / max(steps - warmup, 1)
-    return lr * (final_fraction + (1 - final_fraction) * 0.5 * (1 + np.cos(np.pi * frac)))
+    return float(lr * (final_fraction + (1 - final_fraction) * 0.5 * (1 + np.cos(np.pi * frac))))
 
 
 def validation_batches(val_ids, n_batches, batch, n_ctx, seed=0):
@@ -116,7 +116,8 @@ def train_gpt(config, train_ids, val_ids, steps, batch, lr, seed=0, dtype="float
     max_grad_norm : float
         Global gradient norm clip.
     weight_decay : float
-        AdamW's decoupled weight decay.
+        AdamW's decoupled weight decay, applied to the weight matrices and tables only
+        (:func:`attn_core.nn.gpt.is_decayed`).
     betas : (float, float)
     params : dict, optional
         Start from these parameters (copied) instead of ``init_gpt``.
@@ -137,14 +138,17 @@ def train_gpt(config, train_ids, val_ids, steps, batch, lr, seed=0, dtype="float
     warmup = max(steps // 20, 1) if warmup is None else check_positive_int(warmup, "warmup",
                                                                            minimum=0)
     for name, ids in (("train_ids", train_ids), ("val_ids", val_ids)):
-        batch_starts(np.random.default_rng(0), len(ids), batch, config.n_ctx)  # long enough?
+        try:  # long enough for one batch?
+            batch_starts(np.random.default_rng(0), len(ids), batch, config.n_ctx)
+        except ValueError as e:
+            raise ValueError(f"{name}: {e}") from None
     init_rng, batch_rng = np.random.default_rng(seed).spawn(2)
     if params is None:
         params = init_gpt(config, init_rng, dtype=dtype)
     else:
         params = {k: np.array(v, dtype=dtype) for k, v in params.items()}
     val = validation_batches(val_ids, n_val_batches, batch, config.n_ctx, seed)
-    opt = AdamW(lr, betas=betas, weight_decay=weight_decay)
+    opt = AdamW(lr, betas=betas, weight_decay=weight_decay, decay=is_decayed)
     losses, norms, lrs, val_losses, eval_steps = [], [], [], [], []
 
     def record_eval(step):
