@@ -1,5 +1,5 @@
 """A BERT-style encoder's forward pass in numpy, built on :func:`multi_head_attention`
-and the building blocks of :mod:`attn_core.model.layers` (layer norm, GELU).
+and the layers of :mod:`attn_core.nn` (the package's one layer norm, the exact erf GELU).
 
 Pure maths: the weights come in as arrays (see :mod:`attn_core.model.pretrained` for
 reading a real model's files) and nothing here reads files, prints or plots. Conventions are the
@@ -21,7 +21,9 @@ import numpy as np
 
 from .._validate import as_float_array, check_positive_int
 from ..multihead import multi_head_attention
-from .layers import _attention_mask, gelu, layer_norm
+from ..nn.gelu import gelu_erf
+from ..nn.layer_norm import layer_norm
+from .layers import _attention_mask
 
 __all__ = [
     "EncoderOutput",
@@ -191,7 +193,7 @@ def encoder_layer(x, layer, heads, mask=None, eps=1e-12):
         x, layer.w_q, layer.w_k, layer.w_v, layer.w_o, heads, mask=mask,
         biases=(layer.b_q, layer.b_k, layer.b_v, layer.b_o))
     a = layer_norm(x + attended, layer.ln1_gamma, layer.ln1_beta, eps)  # (..., n, d)
-    hidden = gelu(a @ layer.w_in + layer.b_in)  # (..., n, d_ff)
+    hidden = gelu_erf(a @ layer.w_in + layer.b_in)  # (..., n, d_ff)
     y = layer_norm(a + hidden @ layer.w_out + layer.b_out, layer.ln2_gamma, layer.ln2_beta, eps)
     return y, weights
 
