@@ -21,7 +21,7 @@ import numpy as np
 
 from .._validate import as_float_array, check_positive_int
 from ..multihead import multi_head_attention
-from ..nn.gelu import gelu_erf
+from ..nn.gelu import gelu_erf as gelu  # BERT's exact GELU
 from ..nn.layer_norm import layer_norm
 from .layers import _attention_mask
 
@@ -193,7 +193,7 @@ def encoder_layer(x, layer, heads, mask=None, eps=1e-12):
         x, layer.w_q, layer.w_k, layer.w_v, layer.w_o, heads, mask=mask,
         biases=(layer.b_q, layer.b_k, layer.b_v, layer.b_o))
     a = layer_norm(x + attended, layer.ln1_gamma, layer.ln1_beta, eps)  # (..., n, d)
-    hidden = gelu_erf(a @ layer.w_in + layer.b_in)  # (..., n, d_ff)
+    hidden = gelu(a @ layer.w_in + layer.b_in)  # (..., n, d_ff)
     y = layer_norm(a + hidden @ layer.w_out + layer.b_out, layer.ln2_gamma, layer.ln2_beta, eps)
     return y, weights
 
