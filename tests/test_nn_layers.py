@@ -36,6 +36,7 @@ from attn_core.nn import (
     mlp,
     mlp_backward,
 )
+
 from reference import FAST, assert_clear_error, batch_shapes
 
 H = 1e-6  # central differences: error ~ H^2 * f''' ~ 1e-12, rounding ~ 1e-16 / H ~ 1e-10
