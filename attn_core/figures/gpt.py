@@ -46,7 +46,7 @@ BAR_CHAR_FONTSIZE = 12
 BAR_CHAR_GAP = 0.04
 #: Height of the bar panel against the map panel.
 HEIGHT_RATIOS = (1.0, 2.3)
-FIGSIZE = (6.6, 7.6)
+FIGSIZE = (5.8, 6.6)
 
 
 def char_label(char):
@@ -88,10 +88,24 @@ class GPTFigureArtists:
         return f"GPTFigureArtists(slots={len(self.chars)}, map={self.map!r})"
 
     @property
-    def dynamic(self):
-        """The artists a change of the distribution or of the head redraws."""
-        return [*self.bars.patches, *self.chars, self.bar_title, self.map.image,
-                self.map.ax.title]
+    def bar_artists(self):
+        """The artists a new distribution changes: the bars and their characters."""
+        return [*self.bars.patches, *self.chars]
+
+    @property
+    def map_artists(self):
+        """The artists drawn over the map's background: its image, then the hatched
+        (masked) cells above it."""
+        return [self.map.image, *([self.map.mask_patch] if self.map.mask_patch else [])]
+
+    def split_y(self):
+        """A height in display pixels (from the bottom) between the bar panel, with its
+        characters and labels, and the map panel with its title: redrawing either half
+        over the background leaves the other untouched."""
+        renderer = self.figure.canvas.get_renderer()
+        low = self.bar_ax.get_tightbbox(renderer).y0
+        high = self.map.ax.get_tightbbox(renderer).y1
+        return 0.5 * (low + high)
 
 
 def _bar_chars(ax, n):
@@ -105,8 +119,9 @@ def _causal(n):
     return np.tril(np.ones((n, n), dtype=bool))  # True where a query may attend
 
 
-def gpt_figure(probs, chars, weights, tokens, *, fig=None, bar_title="", map_title="",
-               highlight=None):
+def gpt_figure(probs, chars, weights, tokens, *, fig=None,
+               bar_title="the next character: the most likely ones",
+               map_title="the head's attention over the prompt", highlight=None):
     """The next-character distribution (bars) above one head's attention map over the prompt.
 
     Parameters
