@@ -23,9 +23,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
+
+from _machine import LoadMeter  # noqa: E402
 
 from attn_core.nn import GPTConfig  # noqa: E402
 from attn_core.nn.baselines import ALPHA, bigram_loss, unigram_loss  # noqa: E402
@@ -100,7 +103,7 @@ def main(argv=None):
 
     start = time.perf_counter()
     cpu0 = time.process_time()
-    with threadpool_limits(THREADS):
+    with threadpool_limits(THREADS), LoadMeter() as load:
         run = train_gpt(config, train_ids, val_ids, seed=SEED, callback=progress, **train)
     seconds = time.perf_counter() - start
     cpu_seconds = time.process_time() - cpu0
@@ -108,7 +111,8 @@ def main(argv=None):
     settings = dict(run.settings, val_fraction=VAL_FRACTION, threads=THREADS,
                     baseline_alpha=ALPHA)
     meta = dict(settings=settings, seed=SEED, commit=git_commit(), seconds=round(seconds, 1),
-                cpu_seconds=round(cpu_seconds, 1), numpy=np.__version__,
+                cpu_seconds=round(cpu_seconds, 1), machine_load=load.summary(),
+                others_share=round(load.others, 3), numpy=np.__version__,
                 val_loss=float(run.val_losses[-1]))
     out_dir = args.out
     ck_path = CHECKPOINT_PATH if out_dir is None else out_dir / CHECKPOINT_PATH.name
