@@ -187,8 +187,16 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, h, mask=None, biases=None):
     >>> np.allclose(weights.sum(axis=-1), 1.0)
     True
     """
-    x, (w_q, w_k, w_v, w_o), h, (b_q, b_k, b_v, b_o) = _check_inputs(x, w_q, w_k, w_v, w_o,
-                                                                     h, biases)
+    x, ws, h, bs = _check_inputs(x, w_q, w_k, w_v, w_o, h, biases)
+    out, weights, _ = _multi_head_parts(x, ws, h, mask, bs)
+    return out, weights
+
+
+def _multi_head_parts(x, ws, h, mask, bs):
+    """:func:`multi_head_attention` on checked inputs (``ws = (w_q, w_k, w_v, w_o)``,
+    ``bs`` the four biases): ``(out, weights, (q, k, v, merged))``, the last for a backward
+    pass that reuses the forward's work (``gradients._multi_head_backward_parts``)."""
+    (w_q, w_k, w_v, w_o), (b_q, b_k, b_v, b_o) = ws, bs
     q, k, v = (_affine(x, w, b, f"x @ w_{name} (the {what} projection)")
                for w, b, name, what in ((w_q, b_q, "q", "query"), (w_k, b_k, "k", "key"),
                                         (w_v, b_v, "v", "value")))
@@ -203,7 +211,9 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, h, mask=None, biases=None):
     with checked_later():
         heads = weights @ v  # (..., h, n, n) @ (..., h, n, d_v) -> (..., h, n, d_v)
     check_result(heads, "the heads (weights @ v)")
-    return _affine(_merge(heads), w_o, b_o, "heads @ w_o (the output projection)"), weights
+    merged = _merge(heads)  # (..., h, n, d_v) -> (..., n, h * d_v)
+    out = _affine(merged, w_o, b_o, "heads @ w_o (the output projection)")
+    return out, weights, (q, k, v, merged)
 
 
 def _check_inputs(x, w_q, w_k, w_v, w_o, h, biases):

@@ -7,15 +7,19 @@ taken off; :func:`block_params` does that)::
     y = a + MLP(LN2(a))             feed-forward sub-layer, residual
 
 Attention is :func:`attn_core.multi_head_attention` with :func:`attn_core.causal_mask`,
-and its backward :func:`attn_core.multi_head_attention_backward`: no second copy of it.
+and its backward :func:`attn_core.multi_head_attention_backward`: no second copy of it. The
+block calls their two halves (``multihead._multi_head_parts``, which the public forward
+runs, and ``gradients._multi_head_backward_parts``, which the public backward runs after
+recomputing the forward), so that its backward reuses the forward's projections and weights
+instead of computing them again.
 """
 
 import numpy as np
 
 from .._validate import as_float_array, check_positive_int, check_result, checked_later
-from ..gradients import multi_head_attention_backward
+from ..gradients import _multi_head_backward_parts
 from ..masks import causal_mask
-from ..multihead import multi_head_attention
+from ..multihead import _check_inputs, _multi_head_parts
 from .layer_norm import _layer_norm_backward_parts, _layer_norm_parts, check_eps
 from .mlp import _mlp_backward_parts, _mlp_parts
 
@@ -64,6 +68,7 @@ def _check_block(x, p, n_heads, eps):
 
 
 def _attn_args(p):
+    """``((w_q, w_k, w_v, w_o), (b_q, b_k, b_v, b_o))`` of a block's attention."""
     return ((p["attn.w_q"], p["attn.w_k"], p["attn.w_v"], p["attn.w_o"]),
             (p["attn.b_q"], p["attn.b_k"], p["attn.b_v"], p["attn.b_o"]))
 
@@ -72,15 +77,15 @@ def _block_parts(x, p, n_heads, eps):
     """The forward without checks: ``(y, weights, cache)``, the cache for the backward."""
     mask = causal_mask(x.shape[-2])  # (n, n), the same for every head
     ln1, z1, d1 = _layer_norm_parts(x, p["ln1.g"], p["ln1.b"], eps)  # (..., n, d)
-    weights_qkvo, biases = _attn_args(p)
-    attended, weights = multi_head_attention(ln1, *weights_qkvo, n_heads, mask=mask,
-                                             biases=biases)  # (..., n, d), (..., h, n, n)
+    ws, bs = _attn_args(p)
+    _, ws, _, bs = _check_inputs(ln1, *ws, n_heads, bs)  # multi_head_attention's checks
+    attended, weights, attn = _multi_head_parts(ln1, ws, n_heads, mask, bs)  # (..., n, d)
     a = x + attended  # (..., n, d)
     ln2, z2, d2 = _layer_norm_parts(a, p["ln2.g"], p["ln2.b"], eps)  # (..., n, d)
     mlp_out, mlp_cache = _mlp_parts(ln2, p["mlp.w_in"], p["mlp.b_in"], p["mlp.w_out"],
                                     p["mlp.b_out"])
-    cache = {"mask": mask, "ln1": ln1, "z1": z1, "d1": d1, "ln2": ln2, "z2": z2, "d2": d2,
-             "mlp": mlp_cache}
+    cache = {"ln1": ln1, "z1": z1, "d1": d1, "attn_w": ws, "attn": attn, "weights": weights,
+             "ln2": ln2, "z2": z2, "d2": d2, "mlp": mlp_cache}
     return a + mlp_out, weights, cache
 
 
@@ -92,9 +97,8 @@ def _block_backward_parts(p, n_heads, cache, grad_y):
     grad_a2, grads["ln2.g"], grads["ln2.b"] = _layer_norm_backward_parts(
         cache["z2"], cache["d2"], p["ln2.g"], grad_ln2)
     grad_a = grad_y + grad_a2  # (..., n, d): the residual passes grad_y through
-    weights_qkvo, biases = _attn_args(p)
-    g = multi_head_attention_backward(cache["ln1"], *weights_qkvo, n_heads, grad_a,
-                                      mask=cache["mask"], biases=biases)
+    g = _multi_head_backward_parts(cache["ln1"], cache["attn_w"], n_heads, cache["attn"],
+                                   cache["weights"], grad_a)
     grads.update({f"attn.{k}": v for k, v in g.items() if k != "x"})
     grad_x1, grads["ln1.g"], grads["ln1.b"] = _layer_norm_backward_parts(
         cache["z1"], cache["d1"], p["ln1.g"], g["x"])

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .._validate import as_float_array, check_result, checked_later
+from .._validate import as_float_array, check_result, checked_later, to_common_dtype
 
 __all__ = ["gelu", "gelu_backward", "gelu_erf"]
 
@@ -16,16 +16,38 @@ GELU_A = 0.044715
 
 
 def _gelu_parts(x):
-    """The forward without checks: ``(y, t)`` with ``t = tanh(u)``, which the backward reuses."""
+    """The forward without checks: ``(y, t)`` with ``t = tanh(u)``, which the backward reuses.
+
+    Written in place on two buffers: the MLP's hidden layer is the model's largest array, and
+    fresh temporaries of that size cost more than the arithmetic.
+    """
     with np.errstate(over="ignore"):  # x**3 overflows only where tanh is already +-1
-        t = np.tanh(GELU_C * (x + GELU_A * (x * x * x)))
-    return 0.5 * x * (1.0 + t), t
+        u = x * x
+        u *= GELU_A
+        u += 1.0
+        u *= x  # x + a x^3
+        u *= GELU_C
+        t = np.tanh(u, out=u)  # (...), tanh(u)
+    y = t + 1.0
+    y *= x
+    y *= 0.5  # x (1 + tanh u) / 2
+    return y, t
 
 
 def _gelu_backward_parts(x, t, grad_y):
-    """The backward without checks, from the forward's ``t = tanh(u)``."""
-    du = GELU_C * (1.0 + (3.0 * GELU_A) * (x * x))  # du/dx
-    return grad_y * (0.5 * (1.0 + t) + (0.5 * x) * ((1.0 - t * t) * du))
+    """The backward without checks, from the forward's ``t = tanh(u)`` (in place, as above)."""
+    du = x * x
+    du *= 3.0 * GELU_A * GELU_C
+    du += GELU_C  # du/dx = sqrt(2/pi) (1 + 3 a x^2)
+    g = t * t
+    np.subtract(1.0, g, out=g)  # 1 - tanh^2 u
+    g *= du
+    g *= x
+    g += t
+    g += 1.0
+    g *= 0.5  # (1 + tanh u) / 2 + x (1 - tanh^2 u) du/dx / 2
+    g *= grad_y
+    return g
 
 
 def gelu(x):
@@ -84,6 +106,7 @@ def gelu_backward(x, grad_y):
     grad_y = as_float_array(grad_y, "grad_y")
     if grad_y.shape != x.shape:
         raise ValueError(f"grad_y must have the shape of x {x.shape}, got shape {grad_y.shape}")
+    x, grad_y = to_common_dtype(x, grad_y)
     with checked_later():
         grad_x = _gelu_backward_parts(x, _gelu_parts(x)[1], grad_y)
         # where x*x overflowed, tanh is +-1 and the second term is 0 (not 0 * inf)

@@ -66,6 +66,7 @@ def mlp(x, w_in, b_in, w_out, b_out):
 
     Examples
     --------
+    >>> import numpy as np
     >>> x = np.ones((2, 3))
     >>> mlp(x, np.ones((3, 4)), np.zeros(4), np.ones((4, 3)) / 4, np.zeros(3)).round(4)
     array([[2.9964, 2.9964, 2.9964],
@@ -104,6 +105,7 @@ def mlp_backward(x, w_in, b_in, w_out, b_out, grad_y):
 
     Examples
     --------
+    >>> import numpy as np
     >>> x = np.ones((2, 3))
     >>> grad_x, grads = mlp_backward(x, np.ones((3, 4)), np.zeros(4), np.ones((4, 3)),
     ...                              np.zeros(3), np.ones((2, 3)))
