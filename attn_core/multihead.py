@@ -243,6 +243,6 @@ def _affine(x, w, b, what):
     with checked_later():
         y = x @ w  # (..., n, d_in) @ (d_in, d_out) -> (..., n, d_out)
         if b is not None:
-            y = y + b
+            y += b  # in place: y is a fresh array
     check_result(y, what)
     return y

@@ -95,7 +95,9 @@ def embed_backward(ids, wte, wpe, grad_x):
     -----
     A lookup is a product with a one-hot matrix, :math:`x = \\mathrm{onehot}(\\mathrm{ids})
     W_{te}`, so :math:`dW_{te} = \\mathrm{onehot}^\\top dx`: a scatter-add of the rows of
-    ``dx``, done with ``np.add.at`` (plain fancy-index assignment would drop repeated ids).
+    ``dx`` (plain fancy-index ``+=`` would keep one row per repeated id, not their sum). It is
+    done by sorting the positions by token and summing each token's run with
+    ``np.add.reduceat``, a few times faster than ``np.add.at``.
 
     Examples
     --------
@@ -116,8 +118,13 @@ def embed_backward(ids, wte, wpe, grad_x):
 def _embed_backward(ids, grad_x, vocab_size, n_ctx):
     vocab_size, n_ctx = check_positive_int(vocab_size, "vocab_size"), int(n_ctx)
     n, d = grad_x.shape[-2:]
+    flat = ids.reshape(-1)  # (..., n) -> (N,)
+    order = np.argsort(flat, kind="stable")  # the positions of each token side by side
+    sorted_ids = flat[order]
+    starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])  # one per token
     grad_wte = np.zeros((vocab_size, d), dtype=grad_x.dtype)
-    np.add.at(grad_wte, ids.reshape(-1), grad_x.reshape(-1, d))  # (N,) ids, (N, d) rows
+    # (N, d) rows in token order -> one sum per distinct token
+    grad_wte[sorted_ids[starts]] = np.add.reduceat(grad_x.reshape(-1, d)[order], starts, axis=0)
     grad_wpe = np.zeros((n_ctx, d), dtype=grad_x.dtype)
     grad_wpe[:n] = grad_x.reshape(-1, n, d).sum(axis=0)  # (..., n, d) -> (B, n, d) -> (n, d)
     return grad_wte, grad_wpe

@@ -26,9 +26,12 @@ def _check_mlp(x, w_in, b_in, w_out, b_out):
 
 def _mlp_parts(x, w_in, b_in, w_out, b_out):
     """The forward without checks: ``(y, (pre, t, hidden))`` for the backward."""
-    pre = x @ w_in + b_in  # (..., n, d) @ (d, d_ff) -> (..., n, d_ff)
+    pre = x @ w_in  # (..., n, d) @ (d, d_ff) -> (..., n, d_ff)
+    pre += b_in
     hidden, t = _gelu_parts(pre)  # (..., n, d_ff)
-    return hidden @ w_out + b_out, (pre, t, hidden)  # (..., n, d_ff) @ (d_ff, d) -> (..., n, d)
+    out = hidden @ w_out  # (..., n, d_ff) @ (d_ff, d) -> (..., n, d)
+    out += b_out
+    return out, (pre, t, hidden)
 
 
 def _mlp_backward_parts(x, w_in, w_out, cache, grad_y):
