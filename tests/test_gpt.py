@@ -236,7 +236,13 @@ BAD_CONFIG = [
     ({"n_heads": 3}, ValueError, r"n_heads = 3 must divide d_model = 4"),
     ({"n_layers": 0}, ValueError, r"n_layers must be"),
     ({"d_ff": 0}, ValueError, r"d_ff must be"),
+    ({"n_layers": True}, TypeError, r"n_layers must be an integer"),
 ]
+
+
+def test_config_fields_are_plain_ints():
+    config = GPTConfig(np.int64(5), 4, 4, 2, 1)
+    assert type(config.vocab_size) is int and config.d_ff == 16 and config.d_head == 2
 
 
 @pytest.mark.parametrize(("change", "exc", "pattern"), BAD_CONFIG)

@@ -55,10 +55,11 @@ class GPTConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "n_ctx", "d_model", "n_heads", "n_layers"):
-            check_positive_int(getattr(self, name), name)
+            # stored as plain ints (a numpy integer would not go into a JSON checkpoint)
+            object.__setattr__(self, name, check_positive_int(getattr(self, name), name))
         if self.d_ff is None:
             object.__setattr__(self, "d_ff", 4 * self.d_model)
-        check_positive_int(self.d_ff, "d_ff")
+        object.__setattr__(self, "d_ff", check_positive_int(self.d_ff, "d_ff"))
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads = {self.n_heads} must divide d_model = {self.d_model}")
 
