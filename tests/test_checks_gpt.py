@@ -138,7 +138,7 @@ def test_layer_norm_backward_batch_slip_stub_and_errors():
     assert not fb.correct and "raised" in fb.message
 
 
-# --- 3. the residual block -----------------------------------------------------------------------
+# --- 3. the residual block --------------------------------------------------------------
 
 
 def block_right(x, ln1, attn, ln2, mlp):
@@ -181,7 +181,7 @@ def test_block_stub():
     assert checks.check_block(stub).message.startswith(NO_ANSWER)
 
 
-# --- 4. the sampling step --------------------------------------------------------------------------
+# --- 4. the sampling step ---------------------------------------------------------------
 
 
 def probs_right(logits, temperature, top_k):
