@@ -70,8 +70,11 @@ def softmax_backward(p, grad_p, axis=-1):
 
 
 def _softmax_backward(p, grad_p, axis=-1):
-    inner = (p * grad_p).sum(axis=axis, keepdims=True)  # (..., n) -> (..., 1)
-    return p * (grad_p - inner)
+    out = p * grad_p  # (..., n): the one new array
+    inner = out.sum(axis=axis, keepdims=True)  # (..., n) -> (..., 1)
+    np.subtract(grad_p, inner, out=out)
+    out *= p  # p * (grad_p - inner)
+    return out
 
 
 def _sum_to(grad, shape):

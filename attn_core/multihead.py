@@ -12,7 +12,7 @@ from ._validate import (
     to_common_dtype,
 )
 from .attention import MASKED_SCORE, _scores
-from .softmax import stable_softmax
+from .softmax import softmax_inplace
 
 
 def _check_heads(d, h, name):
@@ -205,9 +205,13 @@ def _multi_head_parts(x, ws, h, mask, bs):
     allowed = True
     if mask is not None:
         allowed = check_mask(mask, s.shape)
-        s = np.where(allowed, s, s.dtype.type(MASKED_SCORE))
-    # an inf/NaN score, or a row of allowed scores that all overflowed to -inf, raises here
-    weights = stable_softmax(s, axis=-1, allowed=allowed)
+        if np.broadcast_shapes(allowed.shape, s.shape) == s.shape:  # s is ours: in place
+            np.copyto(s, s.dtype.type(MASKED_SCORE), where=~allowed)
+        else:  # a mask with more batch dims than x makes the weights bigger than s
+            s = np.where(allowed, s, s.dtype.type(MASKED_SCORE))
+    # an inf/NaN score, or a row of allowed scores that all overflowed to -inf, raises here;
+    # s is a fresh array (the scores), so the softmax may overwrite it
+    weights = softmax_inplace(s, axis=-1, allowed=allowed)
     with checked_later():
         heads = weights @ v  # (..., h, n, n) @ (..., h, n, d_v) -> (..., h, n, d_v)
     check_result(heads, "the heads (weights @ v)")
