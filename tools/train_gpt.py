@@ -1,12 +1,15 @@
 """Train the tiny GPT's full run and store it: attn_core/data/gpt-checkpoint.npz and
 attn_core/data/gpt-trace.json (issue 21).
 
-Seeded (``SEED``), float32, 2 threads. The trace records the loss of every step, the
+Seeded (``SEED``), float32, one BLAS thread (``THREADS``: the matrices are small, 2048 rows
+of width 64; a second thread bought ~15 % on a quiet machine and cost x10 on a loaded one,
+where OpenBLAS's two threads wait for each other: measured 0.18 s per step with 1 thread
+against 2.2 s with 2 while other processes kept both cores busy). The trace records the loss of every step, the
 validation losses, the unigram and bigram baselines on the same validation text, the
 settings, the seed, the git commit, the measured time, numpy's version and the CPU's
 features, so ``tests/test_gpt_trace.py`` can re-run the first steps and compare.
 
-Run from the repository root: ``python tools/train_gpt.py`` (about 3-4 minutes on 2 cores).
+Run from the repository root: ``python tools/train_gpt.py`` (about 3-6 minutes on one core).
 ``--steps N`` shortens it (for a try; do not commit such a run).
 """
 
@@ -38,7 +41,7 @@ from attn_core.nn.train import train_gpt  # noqa: E402
 
 TRACE_PATH = ROOT / "attn_core" / "data" / "gpt-trace.json"
 SEED = 0
-THREADS = 2
+THREADS = 1
 #: The model: small enough for a few minutes of numpy training on 2 cores.
 MODEL = dict(n_ctx=64, d_model=64, n_heads=4, n_layers=2)
 #: The optimisation (train_gpt's arguments).
