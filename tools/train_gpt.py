@@ -37,7 +37,7 @@ from attn_core.nn import GPTConfig  # noqa: E402
 from attn_core.nn.baselines import ALPHA, bigram_loss, unigram_loss  # noqa: E402
 from attn_core.nn.checkpoint import CHECKPOINT_PATH, save_checkpoint  # noqa: E402
 from attn_core.nn.data import CharVocab, load_corpus, split_corpus  # noqa: E402
-from attn_core.nn.train import train_gpt  # noqa: E402
+from attn_core.nn.train import text_loss, train_gpt  # noqa: E402
 
 TRACE_PATH = ROOT / "attn_core" / "data" / "gpt-trace.json"
 SEED = 0
@@ -110,13 +110,16 @@ def main(argv=None):
         run = train_gpt(config, train_ids, val_ids, seed=SEED, callback=progress, **train)
     seconds = time.perf_counter() - start
     cpu_seconds = time.process_time() - cpu0
-    print(f"done in {seconds:.1f} s; validation loss {run.val_losses[-1]:.4f}", flush=True)
+    with threadpool_limits(THREADS):
+        val_text = text_loss(run.params, config, val_ids)
+    print(f"done in {seconds:.1f} s; validation loss {run.val_losses[-1]:.4f} on the fixed "
+          f"batches, {val_text:.4f} on the whole validation text", flush=True)
     settings = dict(run.settings, val_fraction=VAL_FRACTION, threads=THREADS,
                     baseline_alpha=ALPHA)
     meta = dict(settings=settings, seed=SEED, commit=git_commit(), seconds=round(seconds, 1),
                 cpu_seconds=round(cpu_seconds, 1), machine_load=load.summary(),
                 others_share=round(load.others, 3), numpy=np.__version__,
-                val_loss=float(run.val_losses[-1]))
+                val_loss=float(run.val_losses[-1]), val_loss_text=val_text)
     out_dir = args.out
     ck_path = CHECKPOINT_PATH if out_dir is None else out_dir / CHECKPOINT_PATH.name
     trace_path = TRACE_PATH if out_dir is None else out_dir / TRACE_PATH.name
