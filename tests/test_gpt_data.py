@@ -163,3 +163,25 @@ def test_baseline_errors_name_the_argument():
         bigram_loss(np.array([0, 1]), np.array([0, 1]), 2, alpha=0)
     with pytest.raises(TypeError, match="train_ids must be a 1-D int array"):
         bigram_loss(np.array([0.0, 1.0]), np.array([0, 1]), 2)
+
+
+def test_text_loss_scores_every_character_after_the_first_once():
+    """Against a loop: window k holds ids[k*w : k*w + w + 1]; each position predicts the
+    next id from the ids before it in its window (log-softmax in float64 by hand)."""
+    from attn_core.nn import GPTConfig, gpt_forward, init_gpt
+    from attn_core.nn.train import text_loss
+
+    config = GPTConfig(vocab_size=6, n_ctx=5, d_model=8, n_heads=2, n_layers=1)
+    params = init_gpt(config, np.random.default_rng(0), dtype="float64")
+    params = {k: v + np.random.default_rng(1).normal(0, 0.5, v.shape) for k, v in params.items()}
+    ids = np.random.default_rng(2).integers(0, 6, 23)  # 22 predictions: 4 windows of 5, then 2
+    terms = []
+    for start in range(0, len(ids) - 1, config.n_ctx):
+        window = ids[start:start + config.n_ctx + 1]
+        logits, _ = gpt_forward(params, config, window[:-1])
+        for row, target in zip(logits, window[1:]):
+            m = max(row)
+            terms.append(-(row[target] - m - math.log(math.fsum(math.exp(z - m) for z in row))))
+    assert len(terms) == len(ids) - 1
+    assert text_loss(params, config, ids, batch=3) == pytest.approx(math.fsum(terms) / len(terms),
+                                                                    rel=1e-12)
