@@ -52,7 +52,7 @@ DEFAULT_PROMPT = "The attention "
 #: Characters sampled after the prompt at every change of temperature, top-k or seed.
 N_NEW = 200
 #: Bars of the next-character distribution (the most likely first).
-N_BARS = 20
+N_BARS = 16
 #: The map shows at most the prompt's last this many characters (longer: unreadable labels).
 MAX_SHOWN = 32
 TEMPERATURES = (0.1, 2.0, 0.05)  # min, max, step of the temperature slider

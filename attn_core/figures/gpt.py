@@ -46,7 +46,7 @@ BAR_CHAR_FONTSIZE = 12
 BAR_CHAR_GAP = 0.04
 #: Height of the bar panel against the map panel.
 HEIGHT_RATIOS = (1.0, 2.3)
-FIGSIZE = (5.8, 6.6)
+FIGSIZE = (5.2, 6.0)
 
 
 def char_label(char):
