@@ -2,11 +2,12 @@
 attn_core/data/gpt-trace.json (issue 21).
 
 Seeded (``SEED``), float32, one BLAS thread (``THREADS``: the matrices are small, 2048 rows
-of width 64; a second thread bought ~15 % on a quiet machine and cost x10 on a loaded one,
-where OpenBLAS's two threads wait for each other: measured 0.18 s per step with 1 thread
-against 2.2 s with 2 while other processes kept both cores busy). The trace records the loss of every step, the
-validation losses, the unigram and bigram baselines on the same validation text, the
-settings, the seed, the git commit, the measured time, numpy's version and the CPU's
+of width 64, and on the loaded 2-core machine OpenBLAS's two threads waited for each other:
+measured 0.18 s per step with one thread against 2.2 s with two while other processes kept
+both cores busy).
+
+The trace records the loss of every step, the validation losses, the unigram and bigram
+baselines on the same validation text, the settings, the seed, the git commit, the measured time, numpy's version and the CPU's
 features, so ``tests/test_gpt_trace.py`` can re-run the first steps and compare.
 
 Run from the repository root: ``python tools/train_gpt.py`` (about 3-6 minutes on one core).
@@ -29,9 +30,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import numpy as np  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
-
 from _machine import LoadMeter  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
 
 from attn_core.nn import GPTConfig  # noqa: E402
 from attn_core.nn.baselines import ALPHA, bigram_loss, unigram_loss  # noqa: E402
