@@ -75,6 +75,7 @@ def test_the_script_still_describes_the_stored_run(trace, data):
         assert stored == (list(value) if isinstance(value, tuple) else value), key
 
 
+@pytest.mark.slow
 def test_first_steps_rerun_match_the_stored_trace(trace, data):
     vocab, train_ids, val_ids = data
     s = trace["settings"]
