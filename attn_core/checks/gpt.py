@@ -139,9 +139,10 @@ def check_layer_norm_backward(fn):
                 "row's d entries.", means=False),
     ]
     return judge(fn, cases, mistakes, what="gradient",
-                 stub_hint="normalise the row to z as the forward pass does, let g = gamma·dy, "
-                           "then dx = (g - mean(g) - z·mean(g·z)) / sqrt(var + eps), means along "
-                           "the last axis.",
+                 stub_hint="g = gamma·dy is the gradient with respect to z; z depends on x_j "
+                           "directly, through the row's mean and through its variance: three "
+                           "terms, the last two the same for the whole row. Each row of dx sums "
+                           "to 0.",
                  shape_rule="the gradient has the shape of x",
                  why="Your backward pass agrees with attn_core.nn on a batch and on a row of "
                      "tiny variance; each row of dx sums to 0.")
@@ -240,8 +241,8 @@ def check_block(fn):
         mistake("the MLP half of the block is missing.", "attention only"),
     ]
     return judge(fn, cases, mistakes, what="output",
-                 stub_hint="two residual steps: x plus the attention of the normalised x, then "
-                           "that plus the MLP of its normalised self.",
+                 stub_hint="pre-norm: which function sees the stream itself and which a "
+                           "normalised copy? Each sub-layer's output is added to the stream.",
                  shape_rule="the block keeps the shape of x, (..., n, d_model)",
                  why="Pre-norm: each sub-layer reads a normalised copy and adds its result to "
                      "the un-normalised stream, which flows from the embedding to the last "
@@ -304,8 +305,8 @@ def check_sampling_probs(fn):
         mistake("top-k keeps one token too few.", k_shift=-1),
     ]
     return judge(fn, cases, mistakes, what="probabilities",
-                 stub_hint="divide the logits by the temperature, keep the top_k largest (the "
-                           "others become -inf), then a stable softmax.",
+                 stub_hint="three steps: the temperature, then top-k (the other tokens get "
+                           "probability 0), then a softmax that cannot overflow.",
                  shape_rule="one probability per token of the vocabulary, (vocab,)",
                  why="Temperature divides, top-k cuts, the softmax renormalises: the "
                      "distribution sums to 1 over the kept tokens.")
