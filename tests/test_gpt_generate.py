@@ -40,10 +40,30 @@ def test_every_step_equals_a_full_causal_recompute(n_prompt, n_new):
     assert np.array_equal(g.ids[n_prompt:], g.new_ids)
     assert g.probs.shape == g.logits.shape == (n_new, CONFIG.vocab_size)
     assert g.cropped == (n_prompt + n_new - 1 > CONFIG.n_ctx)
+    assert np.array_equal(g.starts, np.maximum(0, n_prompt + np.arange(n_new) - CONFIG.n_ctx))
     for j in range(n_new):
         ref = _window_logits(params, CONFIG, g.ids, n_prompt + j)
         np.testing.assert_allclose(g.logits[j], ref, rtol=0, atol=1e-12)
         np.testing.assert_allclose(g.probs[j], next_token_probs(ref, 1.3), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("keep", [1, 3, 8])
+def test_a_smaller_keep_also_equals_a_full_recompute_of_its_windows(keep):
+    params = _params()
+    g = generate(params, CONFIG, np.array([2, 7]), 25, temperature=0.9, seed=4, keep=keep)
+    assert g.cropped and g.starts.shape == (25,)
+    lengths = 2 + np.arange(25)
+    assert np.all(lengths - g.starts <= CONFIG.n_ctx) and np.all(lengths - g.starts >= 1)
+    if keep == CONFIG.n_ctx:
+        assert np.array_equal(g.starts, np.maximum(0, lengths - CONFIG.n_ctx))
+    else:  # after each crop the window holds the last `keep` tokens, then grows again
+        assert np.all(lengths - g.starts >= np.minimum(keep, lengths))
+        assert (np.diff(g.starts) > 0).sum() == len(np.unique(g.starts)) - 1
+    for j in range(25):
+        ref, _ = gpt_forward(params, CONFIG, g.ids[g.starts[j]:lengths[j]])
+        np.testing.assert_allclose(g.logits[j], ref[-1], rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="keep must lie in 1..n_ctx = 8, got 9"):
+        generate(params, CONFIG, np.array([2]), 3, keep=9)
 
 
 def test_prefill_and_one_step_at_a_time_give_the_same_logits():

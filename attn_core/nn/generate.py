@@ -4,8 +4,8 @@ Each new token runs through the model once: its query, key and value in each lay
 key and value appended to that layer's cache (:mod:`attn_core.decoding`), its query
 attending over the cache. The logits are those of a full causal recompute of the window
 (tested to 1e-12 in float64). The positions are learned, ``n_ctx`` of them: when the window
-is full, the text is cropped to its last ``n_ctx`` tokens and the cache is recomputed for
-them, which :class:`Generation` records (``cropped``).
+is full, the text is cropped to its last ``n_ctx`` tokens (or fewer: ``keep``) and the cache
+is recomputed for them, which :class:`Generation` records (``cropped``, ``starts``).
 """
 
 from __future__ import annotations
@@ -37,8 +37,10 @@ class Generation:
     new_ids : (n_new,) int64 ndarray -- the new tokens
     probs : (n_new, vocab) float64 ndarray -- the distribution each new token was drawn from
     logits : (n_new, vocab) ndarray -- the model's logits behind each of them
-    cropped : bool -- the context window was cropped to its last ``n_ctx`` tokens at least
-        once (the prompt was longer than ``n_ctx``, or the text outgrew it)
+    cropped : bool -- the context window was cropped at least once (the prompt was longer
+        than ``n_ctx``, or the text outgrew it)
+    starts : (n_new,) int64 ndarray -- new token ``j`` was drawn from the logits of the last
+        position of the window ``ids[starts[j] : n_prompt + j]``
     """
 
     ids: np.ndarray
@@ -46,6 +48,7 @@ class Generation:
     probs: np.ndarray
     logits: np.ndarray
     cropped: bool
+    starts: np.ndarray
 
 
 def check_temperature(temperature):
@@ -187,7 +190,8 @@ def _draw(rng, probs):
                    len(probs) - 1))
 
 
-def generate(params, config, prompt_ids, n_new, temperature=1.0, top_k=None, seed=0):
+def generate(params, config, prompt_ids, n_new, temperature=1.0, top_k=None, seed=0,
+             keep=None):
     """Sample ``n_new`` tokens after ``prompt_ids`` through the KV cache.
 
     Parameters
@@ -201,6 +205,12 @@ def generate(params, config, prompt_ids, n_new, temperature=1.0, top_k=None, see
     temperature, top_k : see :func:`next_token_probs`
     seed : int
         Seeds ``np.random.default_rng(seed)``; one uniform number is drawn per token.
+    keep : int in 1..n_ctx, optional
+        How many of the last tokens stay in the window when it is full and a new token needs
+        room. Default ``n_ctx``: a sliding window, always the last ``n_ctx`` tokens (the
+        cache is rebuilt for every token once the text is longer than ``n_ctx``). A smaller
+        ``keep`` rebuilds once every ``n_ctx - keep + 1`` tokens and steps through the cache
+        in between (faster; each token then sees between ``keep`` and ``n_ctx`` tokens).
 
     Returns
     -------
@@ -209,11 +219,11 @@ def generate(params, config, prompt_ids, n_new, temperature=1.0, top_k=None, see
     Notes
     -----
     Step ``j`` draws token ``n_prompt + j`` from ``next_token_probs(logits)`` where the logits
-    are those of the last position of the window ``ids[max(0, L - n_ctx) : L]``,
-    ``L = n_prompt + j``. While the window grows, one cached step per token; once the text
-    is longer than ``n_ctx`` every position would shift, so the cache is rebuilt for the
-    last ``n_ctx`` tokens (a full forward of the window, then one step per token again
-    would need position ``n_ctx``, which does not exist).
+    are those of the last position of the window ``ids[starts[j] : L]``, ``L = n_prompt + j``
+    (with the default ``keep``, ``starts[j] = max(0, L - n_ctx)``). While the window grows,
+    one cached step per token; when it is full, a new token would need position ``n_ctx``,
+    which does not exist, so the window is cropped to its last ``keep`` tokens and their
+    cache rebuilt (one forward of the window).
     """
     if not isinstance(config, GPTConfig):
         raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
@@ -225,13 +235,18 @@ def generate(params, config, prompt_ids, n_new, temperature=1.0, top_k=None, see
     n_new = check_positive_int(n_new, "n_new", minimum=0)
     temperature = check_temperature(temperature)
     top_k = check_top_k(top_k, config.vocab_size)
+    keep = config.n_ctx if keep is None else check_positive_int(keep, "keep")
+    if keep > config.n_ctx:
+        raise ValueError(f"keep must lie in 1..n_ctx = {config.n_ctx}, got {keep}")
     rng = np.random.default_rng(seed)
     ids = list(prompt.tolist())
     cropped = len(ids) > config.n_ctx
-    logits, caches = prefill(params, config, np.array(ids[-config.n_ctx:]))
+    start = max(0, len(ids) - config.n_ctx)
+    logits, caches = prefill(params, config, np.array(ids[start:]))
     last = logits[-1]
-    new, all_probs, all_logits = [], [], []
+    new, all_probs, all_logits, starts = [], [], [], []
     for _ in range(n_new):
+        starts.append(start)
         probs = next_token_probs(last, temperature, top_k)
         token = _draw(rng, probs)
         new.append(token)
@@ -242,11 +257,13 @@ def generate(params, config, prompt_ids, n_new, temperature=1.0, top_k=None, see
             break
         if caches[0].length < config.n_ctx:
             logits, caches = forward_cached(params, config, np.array([token]), caches)
-        else:  # the window is full: crop to the last n_ctx tokens, rebuild the cache
+        else:  # the window is full: crop to its last `keep` tokens, rebuild the cache
             cropped = True
-            logits, caches = prefill(params, config, np.array(ids[-config.n_ctx:]))
+            start = len(ids) - keep
+            logits, caches = prefill(params, config, np.array(ids[start:]))
         last = logits[-1]
     vocab = config.vocab_size
     return Generation(ids=np.array(ids, dtype=np.int64), new_ids=np.array(new, dtype=np.int64),
                       probs=np.array(all_probs).reshape(len(new), vocab),
-                      logits=np.array(all_logits).reshape(len(new), vocab), cropped=cropped)
+                      logits=np.array(all_logits).reshape(len(new), vocab), cropped=cropped,
+                      starts=np.array(starts, dtype=np.int64))
