@@ -136,7 +136,29 @@ def train_section(torch, rounds):
     first = (float(numpy_step(config, {k: v.copy() for k, v in params.items()}, x, y,
                               train)()),
              torch_step(torch, config, params, x, y, train)())
-    times = interleaved({"attn_core.nn (numpy)": ours, "PyTorch": theirs}, rounds)
+    from attn_core.nn import cross_entropy
+    tparams = {k: torch.from_numpy(v.copy()) for k, v in params.items()}
+    from test_gpt_torch import torch_gpt
+
+    def ours_forward():
+        return cross_entropy(gpt_forward(params, config, x)[0], y)[0]
+
+    def theirs_forward():
+        with torch.no_grad():
+            logits, _ = torch_gpt(torch, tparams, config, torch.from_numpy(x), sdpa=True)
+            return float(torch.nn.functional.cross_entropy(
+                logits.reshape(-1, config.vocab_size), torch.from_numpy(y).reshape(-1)))
+
+    ours_1 = numpy_step(config, {k: v.copy() for k, v in params.items()}, x, y, train)
+
+    def ours_one_thread():
+        with threadpool_limits(limits=1):
+            return ours_1()
+
+    times = interleaved({"attn_core.nn (numpy)": ours, "PyTorch": theirs,
+                         "numpy step, 1 BLAS thread": ours_one_thread,
+                         "numpy forward + loss": ours_forward,
+                         "PyTorch forward + loss (no grad)": theirs_forward}, rounds)
     ratio = float(np.median(np.array(times["attn_core.nn (numpy)"]) / np.array(times["PyTorch"])))
     return dict(config=config, batch=train["batch"], times=times, ratio=ratio, first=first,
                 backend=sdpa_backend(torch, config, x))
@@ -190,7 +212,15 @@ def lines(train, sample_config, samples, load, started, info):
           "| | median per step | x PyTorch |", "|---|---:|---:|",
           f"| attn_core.nn (numpy) | {1e3 * t_np:.1f} ms | {train['ratio']:.2f} |",
           f"| PyTorch {_version('torch')} (SDPA, autograd, torch.optim.AdamW) | "
-          f"{1e3 * t_pt:.1f} ms | 1.00 |", "",
+          f"{1e3 * t_pt:.1f} ms | 1.00 |",
+          *[f"| {name} | {1e3 * np.median(train['times'][name]):.1f} ms | "
+            f"{np.median(train['times'][name]) / t_pt:.2f} |"
+            for name in ("numpy step, 1 BLAS thread", "numpy forward + loss",
+                         "PyTorch forward + loss (no grad)")], "",
+          "(The 1-thread row is the same numpy step with OpenBLAS limited to one thread, "
+          "which is how tools/train_gpt.py trains: on a loaded machine OpenBLAS's two threads "
+          "wait for each other. The last two rows time the forward pass and the loss alone: "
+          "the rest of a step is the backward pass, the clip and AdamW.)", "",
           f"Goal: numpy within x{GOAL_RATIO} of PyTorch: **{goal}** (median of the per-round "
           f"ratios over {len(train['times']['PyTorch'])} interleaved rounds). PyTorch's "
           f"attention backend for these shapes (`torch._fused_sdp_choice`, with gradients): "
