@@ -144,14 +144,15 @@ NO_AVX512 := X86_V4 AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR
 # re-run with every initial or loaded weight nudged by one ulp (ATTN_CORE_PERTURB_INIT=1).
 PERTURBED_NOTEBOOKS := notebooks/11-a-real-model.ipynb notebooks/12-learning-attention.ipynb \
   $(wildcard notebooks/14-*.ipynb)
-# What make check leaves to make test: real browsers, Binder, the hub, the static edition, the
+# What make check leaves to make test: tests marked slow (the GPT's training re-run among them),
+# real browsers, Binder, the hub, the static edition, the
 # learner's-copy round trip, executed solution notebooks, the 20-seed table's regeneration and the
 # transformers cross-check (it loads the pretrained model twice).
 CHECK_SKIP := browser static_html binder classroom learner_copy solutions scaling_table \
   pretrained_crosscheck
 
 check: lint
-	MPLBACKEND=Agg $(PY) -m pytest $(XDIST) attn_core tests \
+	MPLBACKEND=Agg $(PY) -m pytest $(XDIST) -m "not slow" attn_core tests \
 	  $(CHECK_SKIP:%=--ignore=tests/test_%.py) $(ARGS)
 
 test: lint

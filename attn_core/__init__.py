@@ -14,11 +14,22 @@ The maths modules are pure numpy and never print or plot:
 * :mod:`attn_core.examples`  -- the article's inputs and seeded random inputs
 * :mod:`attn_core.errata`    -- the article's printed numbers beside the computed ones
 
-Four subpackages build on them, each importing only downwards (maths <- model <- figures
-<- explorers; checks use the maths and the model):
+Above them, still pure numpy:
+
+* :mod:`attn_core.nn`        -- the layers of a transformer, each a forward and a backward
+  pass (``layer_norm``, ``gelu``, ``mlp``, ``embeddings``, ``loss``, ``block``), the tiny GPT
+  built from them (``nn.gpt``), its optimisers (``nn.optim``: SGD, AdamW, clipping) and its
+  data, sampling, checkpoints and training; the one layer norm, GELU and optimiser of the
+  package
+* :mod:`attn_core.training`  -- the one-head model of notebook 12, trained on the toy tasks
+  of :mod:`attn_core.tasks` (it steps with ``nn.optim``; nothing below imports it)
+
+Four subpackages build on them, each importing only downwards (maths <- nn <- model <-
+figures <- explorers; checks use the maths, nn and the model):
 
 * :mod:`attn_core.model`     -- a real pretrained model: ``model.encoder`` (a BERT-style
-  forward pass built on the maths above; its layer norm and GELU in ``model.layers``),
+  forward pass built on the maths above and on nn's layer norm and exact GELU, which
+  ``model.layers`` re-exports with BERT's defaults),
   ``model.pretrained`` (reads all-MiniLM-L6-v2's files into it; needs ``safetensors``
   and ``tokenizers``), ``model.head_roles`` (scores for recognisable head patterns)
 * :mod:`attn_core.figures`   -- the figures (matplotlib), one module per family of figure
@@ -28,7 +39,8 @@ Four subpackages build on them, each importing only downwards (maths <- model <-
   ipywidgets), one module per explorer, the shared ``Explorer`` class in ``explorers.base``
 * :mod:`attn_core.checks`    -- the exercises' self-checks, one module per notebook
 
-Import those by name: ``from attn_core.figures import heatmap``,
+Import those by name: ``from attn_core.nn import GPTConfig, init_gpt``,
+``from attn_core.figures import heatmap``,
 ``from attn_core.explorers import scaling_explorer``,
 ``from attn_core.model.pretrained import load_model``.
 """

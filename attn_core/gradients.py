@@ -70,8 +70,11 @@ def softmax_backward(p, grad_p, axis=-1):
 
 
 def _softmax_backward(p, grad_p, axis=-1):
-    inner = (p * grad_p).sum(axis=axis, keepdims=True)  # (..., n) -> (..., 1)
-    return p * (grad_p - inner)
+    out = p * grad_p  # (..., n): the one new array
+    inner = out.sum(axis=axis, keepdims=True)  # (..., n) -> (..., 1)
+    np.subtract(grad_p, inner, out=out)
+    out *= p  # p * (grad_p - inner)
+    return out
 
 
 def _sum_to(grad, shape):
@@ -209,6 +212,15 @@ def multi_head_attention_backward(x, w_q, w_k, w_v, w_o, h, grad_out, mask=None,
     merged = _merge(p @ v)  # (..., h, n, d_v) -> (..., n, h * d_v)
     out_shape = (*merged.shape[:-1], w_o.shape[1])
     grad_out = _check_grad_out(grad_out, out_shape)
+    return _multi_head_backward_parts(x, (w_q, w_k, w_v, w_o), h, (q, k, v, merged), p,
+                                      grad_out)
+
+
+def _multi_head_backward_parts(x, ws, h, parts, p, grad_out):
+    """The backward of multi-head attention from the forward's ``parts = (q, k, v, merged)``
+    and weights ``p`` (as ``multihead._multi_head_parts`` returns them), unchecked."""
+    (w_q, w_k, w_v, w_o), (q, k, v, merged) = ws, parts
+    scale = 1.0 / np.sqrt(q.shape[-1])
     grad_merged = grad_out @ w_o.T  # (..., n, d_out) @ (d_out, h * d_v) -> (..., n, h * d_v)
     grad_heads = _split(grad_merged, h)  # (..., h, n, d_v)
     grad_v = p.swapaxes(-1, -2) @ grad_heads  # (..., h, n, n) @ (..., h, n, d_v)

@@ -12,7 +12,7 @@ from ._validate import (
     to_common_dtype,
 )
 from .attention import MASKED_SCORE, _scores
-from .softmax import stable_softmax
+from .softmax import softmax_inplace
 
 
 def _check_heads(d, h, name):
@@ -187,8 +187,16 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, h, mask=None, biases=None):
     >>> np.allclose(weights.sum(axis=-1), 1.0)
     True
     """
-    x, (w_q, w_k, w_v, w_o), h, (b_q, b_k, b_v, b_o) = _check_inputs(x, w_q, w_k, w_v, w_o,
-                                                                     h, biases)
+    x, ws, h, bs = _check_inputs(x, w_q, w_k, w_v, w_o, h, biases)
+    out, weights, _ = _multi_head_parts(x, ws, h, mask, bs)
+    return out, weights
+
+
+def _multi_head_parts(x, ws, h, mask, bs):
+    """:func:`multi_head_attention` on checked inputs (``ws = (w_q, w_k, w_v, w_o)``,
+    ``bs`` the four biases): ``(out, weights, (q, k, v, merged))``, the last for a backward
+    pass that reuses the forward's work (``gradients._multi_head_backward_parts``)."""
+    (w_q, w_k, w_v, w_o), (b_q, b_k, b_v, b_o) = ws, bs
     q, k, v = (_affine(x, w, b, f"x @ w_{name} (the {what} projection)")
                for w, b, name, what in ((w_q, b_q, "q", "query"), (w_k, b_k, "k", "key"),
                                         (w_v, b_v, "v", "value")))
@@ -197,13 +205,19 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, h, mask=None, biases=None):
     allowed = True
     if mask is not None:
         allowed = check_mask(mask, s.shape)
-        s = np.where(allowed, s, s.dtype.type(MASKED_SCORE))
-    # an inf/NaN score, or a row of allowed scores that all overflowed to -inf, raises here
-    weights = stable_softmax(s, axis=-1, allowed=allowed)
+        if np.broadcast_shapes(allowed.shape, s.shape) == s.shape:  # s is ours: in place
+            np.copyto(s, s.dtype.type(MASKED_SCORE), where=~allowed)
+        else:  # a mask with more batch dims than x makes the weights bigger than s
+            s = np.where(allowed, s, s.dtype.type(MASKED_SCORE))
+    # an inf/NaN score, or a row of allowed scores that all overflowed to -inf, raises here;
+    # s is a fresh array (the scores), so the softmax may overwrite it
+    weights = softmax_inplace(s, axis=-1, allowed=allowed)
     with checked_later():
         heads = weights @ v  # (..., h, n, n) @ (..., h, n, d_v) -> (..., h, n, d_v)
     check_result(heads, "the heads (weights @ v)")
-    return _affine(_merge(heads), w_o, b_o, "heads @ w_o (the output projection)"), weights
+    merged = _merge(heads)  # (..., h, n, d_v) -> (..., n, h * d_v)
+    out = _affine(merged, w_o, b_o, "heads @ w_o (the output projection)")
+    return out, weights, (q, k, v, merged)
 
 
 def _check_inputs(x, w_q, w_k, w_v, w_o, h, biases):
@@ -233,6 +247,6 @@ def _affine(x, w, b, what):
     with checked_later():
         y = x @ w  # (..., n, d_in) @ (d_in, d_out) -> (..., n, d_out)
         if b is not None:
-            y = y + b
+            y += b  # in place: y is a fresh array
     check_result(y, what)
     return y

@@ -1,4 +1,4 @@
-"""A one-head attention model and its optimisers, trained with the package's own gradients.
+"""A one-head attention model, trained with the package's own gradients.
 
 The model, for input features ``F`` (b, n, n_features)::
 
@@ -24,6 +24,8 @@ import numpy as np
 from ._validate import check_positive_int, perturb_init
 from .attention import _scores
 from .gradients import _backward_from_weights
+from .nn.loss import log_softmax
+from .nn.optim import SGD, AdamW
 from .softmax import stable_softmax
 from .tasks import Batch, make_batch, n_classes
 
@@ -150,8 +152,7 @@ def cross_entropy(logits, targets, scored):
     .. math:: L = -\\frac{1}{|S|}\\sum_{i \\in S} \\log \\mathrm{softmax}(z_i)_{y_i}, \\quad
               \\frac{\\partial L}{\\partial z_i} = \\frac{\\mathrm{softmax}(z_i) - e_{y_i}}{|S|}
     """
-    shifted = logits - logits.max(axis=-1, keepdims=True)  # (S, b, n, c)
-    log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # (S, b, n, c)
+    log_p = log_softmax(logits)  # (S, b, n, c)
     count = scored.sum(axis=(1, 2))  # (S,)
     picked = np.take_along_axis(log_p, targets[..., None], axis=-1)[..., 0]  # (S, b, n)
     loss = -(picked * scored).sum(axis=(1, 2)) / count
@@ -187,44 +188,9 @@ def _sum_outer(a, g):
     return a.swapaxes(-1, -2) @ g  # (S, d_in, b * n) @ (S, b * n, d_out) -> (S, d_in, d_out)
 
 
-class SGD:
-    """Plain gradient descent: ``w <- w - lr * g``."""
-
-    def __init__(self, lr):
-        self.lr = lr
-
-    def step(self, params, grads):
-        for name, g in grads.items():
-            params[name] -= self.lr * g
-
-
-class Adam:
-    """Adam (Kingma & Ba): steps along running means of the gradient over its running RMS.
-
-    Notes
-    -----
-    .. math:: m \\leftarrow \\beta_1 m + (1-\\beta_1) g, \\;
-              s \\leftarrow \\beta_2 s + (1-\\beta_2) g^2, \\;
-              w \\leftarrow w - \\eta\\, \\hat m / (\\sqrt{\\hat s} + \\epsilon)
-
-    with the bias corrections :math:`\\hat m = m/(1-\\beta_1^t)`,
-    :math:`\\hat s = s/(1-\\beta_2^t)`.
-    """
-
-    def __init__(self, lr, beta1=0.9, beta2=0.999, eps=1e-8):
-        self.lr, self.beta1, self.beta2, self.eps = lr, beta1, beta2, eps
-        self.t, self.m, self.s = 0, {}, {}
-
-    def step(self, params, grads):
-        self.t += 1
-        for name, g in grads.items():
-            m = self.m[name] = self.beta1 * self.m.get(name, 0.0) + (1 - self.beta1) * g
-            s = self.s[name] = self.beta2 * self.s.get(name, 0.0) + (1 - self.beta2) * g * g
-            m_hat, s_hat = m / (1 - self.beta1 ** self.t), s / (1 - self.beta2 ** self.t)
-            params[name] -= self.lr * m_hat / (np.sqrt(s_hat) + self.eps)
-
-
-OPTIMISERS = {"adam": Adam, "sgd": SGD}
+#: The optimisers by name; both live in :mod:`attn_core.nn.optim` (the GPT's too). ``"adam"``
+#: is AdamW without weight decay: plain Adam.
+OPTIMISERS = {"adam": AdamW, "sgd": SGD}
 
 
 @dataclass

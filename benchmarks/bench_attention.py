@@ -31,7 +31,6 @@ writes benchmarks/RESULTS.md. It is not a timed test: it prints and writes table
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -43,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _machine  # noqa: E402
+import _results  # noqa: E402
 
 OVERRIDES = _machine.prepare_environment(  # re-execs this script once
     "unset" if "unset" in sys.argv else "PASSIVE")
@@ -524,15 +524,6 @@ def course_lines(course):
     ]
 
 
-def kept_blocks(path):
-    """The sections other benchmarks write into RESULTS.md (between ``<!-- NAME:start -->`` and
-    ``<!-- NAME:end -->``, e.g. bench_test_loop.py's): kept, at the end, when this rewrites it."""
-    if not path.exists():
-        return ""
-    found = re.finditer(r"<!-- ([\w-]+):start -->.*?<!-- \1:end -->", path.read_text(), re.S)
-    return "".join(f"\n{m.group(0)}\n" for m in found)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--course", action="store_true", help="also time nbval, make test, make lab")
@@ -632,7 +623,7 @@ def main():
     text = "\n".join(md)
     print(text)
     if not args.no_write:
-        RESULTS.write_text(text + kept_blocks(RESULTS))
+        RESULTS.write_text(text + _results.kept_blocks(RESULTS))
     return 1 if failures else 0
 
 

@@ -34,8 +34,15 @@ GOAL_MS = 50.0
 ANIMALS = ("dog", "cat", "horse", "cow", "goat", "sheep", "fox", "wolf", "bear", "deer",
            "duck", "goose", "mouse", "rabbit", "tiger", "lion", "camel", "zebra", "pig", "owl")
 NEW_SENTENCES = [f"The {a} crossed the road because it was tired." for a in ANIMALS]
-#: Goals other than GOAL_MS: a new sentence may take a forward pass and a full draw.
-GOALS_MS = {"model_explorer (new sentence)": 500.0}
+#: New prompts for the GPT explorer (characters of its vocabulary, never seen before).
+WORDS = ("list", "module", "class", "string", "object", "method", "value", "file", "loop",
+         "thread", "socket", "error", "number", "option", "function", "tuple", "key", "line",
+         "type", "name")
+NEW_PROMPTS = [f"The {w} is " for w in WORDS]
+#: Goals other than GOAL_MS: a new sentence may take a forward pass and a full draw; the GPT
+#: explorer's temperature and top-k draw a new 200-character sample (issue 21: <= 300 ms).
+GOALS_MS = {"model_explorer (new sentence)": 500.0, "gpt_explorer (new sample)": 300.0,
+            "gpt_explorer (new prompt)": 500.0}
 
 
 def sweep(widget, count=CHANGES):
@@ -50,6 +57,11 @@ def sweep(widget, count=CHANGES):
         span = list(range(widget.min, widget.max + 1))
         start = span.index(widget.value)
         return [span[(start + 1 + k) % len(span)] for k in range(count)]
+    if isinstance(widget, W.FloatSlider):
+        n = int(round((widget.max - widget.min) / widget.step)) + 1
+        span = [round(widget.min + i * widget.step, 10) for i in range(n)]
+        start = min(range(n), key=lambda i: abs(span[i] - widget.value))
+        return [span[(start + 1 + k) % n] for k in range(count)]
     if isinstance(widget, W.FloatLogSlider):
         exps = np.linspace(widget.min, widget.max, count)
         return [float(widget.base ** e) for e in exps]
@@ -97,6 +109,13 @@ def setups():
     yield "model_explorer", ex, {"layer": c["layer"], "head": c["head"], "query": c["query"]}
     # A new sentence runs the model and draws new labels: timed apart, not in the goal.
     yield "model_explorer (new sentence)", ex, {"sentence": (c["sentence"], NEW_SENTENCES)}
+    ex = explorers.gpt_explorer()
+    c = ex.controls
+    yield "gpt_explorer", ex, {"layer": c["layer"], "head": c["head"]}
+    # Temperature and top-k sample 200 new characters through the KV cache: timed apart.
+    yield "gpt_explorer (new sample)", ex, {"temperature": c["temperature"],
+                                            "top_k": c["top_k"]}
+    yield "gpt_explorer (new prompt)", ex, {"prompt": (c["prompt"], NEW_PROMPTS)}
 
 
 def time_control(explorer, widget):

@@ -24,11 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _machine  # noqa: E402
+import _results  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 TIMINGS = ROOT / "benchmarks" / "test_loop_timings.json"
-START, END = "<!-- test-loop:start -->", "<!-- test-loop:end -->"
 SUMMARY = re.compile(r"=+ (.* in [\d.]+s.*?) =+$")
 
 
@@ -62,16 +62,11 @@ def table(results):
 
 
 def write_results(record):
-    block = [START, "## 7. The test loop (`benchmarks/bench_test_loop.py`)", "",
-             f"Measured {record['date']} on commit {record['commit']}, in the checkout's .venv "
-             "without CI=true (the fresh Binder environment build is skipped, as on a "
-             "contributor's machine; CI runs it too).", "", *table(record["results"]), END]
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    if START in text:
-        text = text[:text.index(START)] + "\n".join(block) + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + "\n".join(block) + "\n"
-    RESULTS.write_text(text)
+    _results.write_block(RESULTS, "test-loop", [
+        "## 7. The test loop (`benchmarks/bench_test_loop.py`)", "",
+        f"Measured {record['date']} on commit {record['commit']}, in the checkout's .venv "
+        "without CI=true (the fresh Binder environment build is skipped, as on a "
+        "contributor's machine; CI runs it too).", "", *table(record["results"])])
 
 
 def main():

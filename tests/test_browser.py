@@ -82,6 +82,8 @@ EXPLORERS = {
         "model_explorer(", ("layer", "head"),
         sentence="The trophy did not fit in the suitcase because it was too big.")],
     "12-learning-attention.ipynb": [Explorer("training_explorer(", ("training step",))],
+    "14-a-tiny-gpt.ipynb": [Explorer("gpt_explorer(", ("layer", "head", "temperature"),
+                                     sentence="The function ")],
 }
 #: Key presses per slider (alternating direction at the ends): enough for a median and p95.
 PRESSES = 5
@@ -455,7 +457,7 @@ def move_slider(page, output, where, label, latencies):
 
 def type_sentence(page, output, where, latencies, text):
     """Type ``text`` into the explorer's text box and press Enter: the model reruns, the
-    figure changes and the query menu lists the new sentence's pieces."""
+    figure changes and (the model explorer) the query menu lists the new sentence's pieces."""
     img = output.locator("img.widget-image").first
     before_src = img.get_attribute("src")
     box = output.locator(".widget-text input")
@@ -468,9 +470,10 @@ def type_sentence(page, output, where, latencies, text):
     ms = page.evaluate("window.__watch.ms")
     assert img.get_attribute("src") != before_src, f"{where}: the figure did not change"
     options = output.locator(".widget-dropdown select option").all_inner_texts()
-    words = text.lower().rstrip(".").split()
-    pieces = [o.replace("\xa0", " ").split(": ", 1)[1] for o in options]  # "3: trophy"
-    assert pieces[1:-2] == words and pieces[0] == "[CLS]" and pieces[-1] == "[SEP]", options
+    if options:  # the model explorer: its query menu lists the new sentence's word pieces
+        words = text.lower().rstrip(".").split()
+        pieces = [o.replace("\xa0", " ").split(": ", 1)[1] for o in options]  # "3: trophy"
+        assert pieces[1:-2] == words and pieces[0] == "[CLS]" and pieces[-1] == "[SEP]", options
     assert not output.locator(".widget-html", has_text="hit an error").count()
     latencies[f"{where}: new sentence + Enter"] = [ms]
 

@@ -62,6 +62,8 @@ COURSE = [
      "Backward pass by hand, a head trained in numpy, the √d_k claim tested by training."),
     ("13-decoding.ipynb", "Decoding with a KV cache",
      "Causal attention one token at a time: the key/value cache, its cost and its memory."),
+    ("14-a-tiny-gpt.ipynb", "A tiny GPT",
+     "The whole transformer from the course's parts, trained in numpy, sampled, looked into."),
     ("appendix-errata.ipynb", "Appendix: the article's numbers, traced",
      "Where the article's wrong printed matrices come from, route by route, in one place."),
 ]

@@ -14,6 +14,7 @@ module                 explorer
 ``tiling``             ``tiling_explorer``: flash attention's tiles, one step at a time
 ``training``           ``training_explorer``: a training run's loss and attention map, step by step
 ``model``              ``model_explorer``: a real pretrained encoder, head by head
+``gpt``                ``gpt_explorer``: the tiny GPT writing: prompt, temperature, top-k, a head
 =====================  ==============================================================
 
 Each explorer's factory and class are re-exported here, so a notebook's Try-it cell is
@@ -27,6 +28,7 @@ needs scipy: about half a second that the other notebooks need not spend).
 
 from .base import Explorer, read_tables
 from .cost import CostExplorer, cost_explorer
+from .gpt import GPTExplorer, gpt_explorer
 from .heads import HeadsExplorer, heads_explorer
 from .masks import MaskExplorer, mask_explorer
 from .scaling import ScalingExplorer, scaling_explorer
@@ -38,6 +40,7 @@ from .worked_example import WorkedExampleLab, worked_example_lab
 __all__ = [
     "CostExplorer",
     "Explorer",
+    "GPTExplorer",
     "HeadsExplorer",
     "MaskExplorer",
     "ModelExplorer",
@@ -47,6 +50,7 @@ __all__ = [
     "TrainingExplorer",
     "WorkedExampleLab",
     "cost_explorer",
+    "gpt_explorer",
     "heads_explorer",
     "mask_explorer",
     "model_explorer",

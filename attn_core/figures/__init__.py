@@ -29,6 +29,7 @@ module                 figures
 ``model_panels``       the model explorer's figure and its static ``explorer_figure``
 ``positions``          ``position_similarity``: the position embeddings' similarity
 ``training``           ``loss_curves``, ``attention_through_training``, ``training_figure``
+``gpt``                the tiny GPT: next-character bars above one head's map
 ``alt``                a sentence saying what a figure shows, in the output's metadata
 =====================  ==============================================================
 
@@ -43,6 +44,7 @@ from . import (
     base,
     beyond_length,
     cells,
+    gpt,
     head_grids,
     head_mosaics,
     heatmaps,
@@ -63,6 +65,7 @@ from .bars import *  # noqa: F403
 from .base import *  # noqa: F403
 from .beyond_length import *  # noqa: F403
 from .cells import *  # noqa: F403
+from .gpt import *  # noqa: F403
 from .head_grids import *  # noqa: F403
 from .head_mosaics import *  # noqa: F403
 from .heatmaps import *  # noqa: F403
@@ -77,7 +80,7 @@ from .positions import *  # noqa: F403
 from .products import *  # noqa: F403
 from .training import *  # noqa: F403
 
-_MODULES = (alt, bars, base, beyond_length, cells, head_grids, head_mosaics, heatmaps, lines,
+_MODULES = (alt, bars, base, beyond_length, cells, gpt, head_grids, head_mosaics, heatmaps, lines,
             mask_grids, model_axes, model_base, model_every_head, model_head_maps, model_panels,
             model_roles, positions, products, training)
 __all__ = sorted({name for module in _MODULES for name in module.__all__})

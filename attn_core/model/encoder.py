@@ -1,5 +1,5 @@
 """A BERT-style encoder's forward pass in numpy, built on :func:`multi_head_attention`
-and the building blocks of :mod:`attn_core.model.layers` (layer norm, GELU).
+and the layers of :mod:`attn_core.nn` (the package's one layer norm, the exact erf GELU).
 
 Pure maths: the weights come in as arrays (see :mod:`attn_core.model.pretrained` for
 reading a real model's files) and nothing here reads files, prints or plots. Conventions are the
@@ -21,7 +21,9 @@ import numpy as np
 
 from .._validate import as_float_array, check_positive_int
 from ..multihead import multi_head_attention
-from .layers import _attention_mask, gelu, layer_norm
+from ..nn.gelu import gelu_erf as gelu  # BERT's exact GELU
+from ..nn.layer_norm import layer_norm
+from .layers import _attention_mask
 
 __all__ = [
     "EncoderOutput",

@@ -1,5 +1,9 @@
 """The encoder's building blocks: layer norm, GELU, mean pooling, L2 normalisation.
 
+The layer norm and GELU are :mod:`attn_core.nn`'s (one implementation of each in the
+package): ``layer_norm`` here is :func:`attn_core.nn.layer_norm` with BERT's default eps,
+``gelu`` is the exact (erf) GELU BERT uses, :func:`attn_core.nn.gelu_erf`.
+
 Pure maths on rows ``(..., d)`` (no weights files, no printing), used by
 :mod:`attn_core.model.encoder`'s forward pass and by :mod:`attn_core.model.pretrained`'s
 sentence embeddings.
@@ -8,39 +12,24 @@ sentence embeddings.
 from __future__ import annotations
 
 import math
-from numbers import Real
 
 import numpy as np
-from scipy.special import erf
 
 from .._validate import as_float_array
+from ..nn.gelu import gelu_erf as gelu
+from ..nn.layer_norm import check_eps
+from ..nn.layer_norm import layer_norm as _layer_norm
 
-__all__ = ["check_eps", "gelu", "l2_normalize", "layer_norm", "mean_pool"]
+__all__ = ["BERT_EPS", "check_eps", "gelu", "l2_normalize", "layer_norm", "mean_pool"]
 
 
-def layer_norm(x, gamma, beta, eps=1e-12):
-    """Normalise each row to mean 0 and variance 1, then scale and shift it.
+#: BERT's layer-norm eps (all-MiniLM-L6-v2's config says the same).
+BERT_EPS = 1e-12
 
-    Parameters
-    ----------
-    x : (..., d) array_like
-        Rows to normalise.
-    gamma, beta : (d,) array_like
-        Learned scale and shift.
-    eps : float
-        Added to the variance before the square root (BERT uses 1e-12); finite and > 0.
 
-    Returns
-    -------
-    y : (..., d) ndarray, same float dtype as ``x``
-
-    Notes
-    -----
-    .. math:: y = \\gamma \\odot \\frac{x - \\mu}{\\sqrt{\\sigma^2 + \\epsilon}} + \\beta
-
-    with the mean and (biased) variance taken over the last axis. A row whose squared
-    deviations overflow (values near the end of the float range) is divided by its largest
-    ``|x|`` first: ``y`` is the same for ``x / s`` with ``eps / s²``.
+def layer_norm(x, gamma, beta, eps=BERT_EPS):
+    """:func:`attn_core.nn.layer_norm` (the package's one layer norm) with BERT's eps, 1e-12,
+    as the default.
 
     Examples
     --------
@@ -48,76 +37,7 @@ def layer_norm(x, gamma, beta, eps=1e-12):
     >>> np.round(y, 4)
     array([[-1.2247,  0.    ,  1.2247]])
     """
-    x = as_float_array(x, "x", min_ndim=1, layout="(..., d)")
-    d = x.shape[-1]
-    gamma = _vector(gamma, "gamma", d)
-    beta = _vector(beta, "beta", d)
-    eps = check_eps(eps)
-    with np.errstate(over="ignore", invalid="ignore"):
-        mu = x.mean(axis=-1, keepdims=True)  # (..., 1)
-        var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)  # (..., 1)
-    if np.isfinite(mu).all() and np.isfinite(var).all():
-        z = (x - mu) / np.sqrt(var + eps)
-    else:
-        z = _standardise_scaled(x, eps)
-    return (z * gamma + beta).astype(x.dtype, copy=False)
-
-
-def _standardise_scaled(x, eps):
-    """(x - mu) / sqrt(var + eps) for rows so large that their squares overflow."""
-    s = np.max(np.abs(x), axis=-1, keepdims=True)  # (..., 1)
-    s = np.where(s > 0, s, 1)
-    u = x / s  # (..., d), every |entry| <= 1
-    mu = u.mean(axis=-1, keepdims=True)  # (..., 1)
-    var = ((u - mu) ** 2).mean(axis=-1, keepdims=True)  # (..., 1)
-    with np.errstate(under="ignore"):
-        denom = np.sqrt(var + eps / s / s)  # eps / s² is 0 when s is huge
-    safe = np.where(denom > 0, denom, 1)
-    return np.where(denom > 0, (u - mu) / safe, 0)  # a constant row: 0, as for small rows
-
-
-def check_eps(eps):
-    """``eps`` as a float: a real number, finite and > 0 (else a clear error)."""
-    if isinstance(eps, bool) or not isinstance(eps, Real):
-        raise TypeError(f"eps must be a number, got {type(eps).__name__}")
-    if not (math.isfinite(eps) and eps > 0):
-        raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
-    return float(eps)
-
-
-def gelu(x):
-    """The Gaussian error linear unit, exact form (with the error function).
-
-    Parameters
-    ----------
-    x : (...) array_like
-
-    Returns
-    -------
-    y : (...) ndarray, same float dtype as ``x``
-
-    Notes
-    -----
-    .. math:: \\mathrm{GELU}(x) = x \\, \\Phi(x) = \\frac{x}{2}\\left(1 +
-              \\mathrm{erf}\\!\\left(\\frac{x}{\\sqrt 2}\\right)\\right)
-
-    numpy has no ``erf``; :func:`scipy.special.erf` supplies it, vectorised (Python's
-    :func:`math.erf` element by element was the slowest part of the forward pass).
-
-    Examples
-    --------
-    >>> np.round(gelu(np.array([-1.0, 0.0, 1.0])), 4)
-    array([-0.1587,  0.    ,  0.8413])
-    """
-    x = as_float_array(x, "x")
-    return x * (0.5 * (1.0 + erf(x / x.dtype.type(math.sqrt(2.0)))))
-
-
-def _vector(v, name, d):
-    v = as_float_array(v, name, min_ndim=1, layout=f"({d},)")
-    if v.shape != (d,):
-        raise ValueError(f"{name} must have shape ({d},), got shape {v.shape}")
-    return v
+    return _layer_norm(x, gamma, beta, eps)
 
 
 def _attention_mask(attention_mask, shape):

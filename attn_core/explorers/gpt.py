@@ -1,0 +1,322 @@
+"""The tiny GPT explorer: type a prompt, choose a temperature and a top-k, see what it writes.
+
+The model is the stored checkpoint of the full training run (:func:`attn_core.nn.
+checkpoint.load_checkpoint`) unless another is passed. The prompt is read once per new
+prompt (:func:`attn_core.nn.gpt_forward`: its last position's logits and every head's
+attention over it); then
+
+* ``temperature`` and ``top_k`` reshape the next-character distribution
+  (:func:`attn_core.nn.next_token_probs`) and sample a new continuation through the KV cache
+  (:func:`attn_core.nn.generate`, seeded: the same settings give the same text);
+* ``layer`` and ``head`` only choose which stored attention map to show;
+* ``Sample again`` draws with the next seed.
+
+Shown: the bars of the most likely next characters (the sampled one highlighted), the
+chosen head's causal map over the prompt's last characters (:func:`attn_core.figures.
+gpt_figure`), and in HTML the prompt with its continuation and tables of the numbers.
+A prompt with characters outside the model's vocabulary is an error that names them, in
+the red box. Speed follows :mod:`attn_core.explorers.base`: a new prompt redraws the static
+background (its labels) once; a slider redraws only the bars, their characters and the map.
+"""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as W
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from .. import figures
+from ..nn.checkpoint import load_checkpoint
+from ..nn.generate import generate, next_token_probs
+from ..nn.gpt import gpt_forward
+from .base import (
+    MUTED_COLOR,
+    STYLE,
+    TEXT_COLOR,
+    Explorer,
+    _Canvas,
+    _png,
+    _row,
+    _slider,
+    _table,
+    _text_of,
+    css_width,
+    read_tables,
+)
+
+__all__ = ["GPTExplorer", "gpt_explorer", "top_chars"]
+
+DEFAULT_PROMPT = "The attention "
+#: Characters sampled after the prompt at every change of temperature, top-k or seed.
+N_NEW = 200
+#: Bars of the next-character distribution (the most likely first).
+N_BARS = 16
+#: The map shows at most the prompt's last this many characters (longer: unreadable labels).
+MAX_SHOWN = 32
+TEMPERATURES = (0.1, 2.0, 0.05)  # min, max, step of the temperature slider
+TOP_KS = (1, 2, 3, 5, 10, 20, 40)  # then "all" (the whole vocabulary)
+#: BLAS threads for the model (see the model explorer: one is quickest on a shared machine).
+MODEL_THREADS = 1
+PROMPT_WIDTH = "560px"
+_TEXT_CSS = ("font-family:monospace;font-size:13px;white-space:pre-wrap;max-width:680px;"
+             f"color:{TEXT_COLOR};margin:4px 0")
+_PROMPT_CSS = "font-weight:bold"
+_NOTE_CSS = f"font-family:sans-serif;font-size:12px;color:{MUTED_COLOR};margin:2px 0"
+
+
+class _HalvesCanvas(_Canvas):
+    """A canvas whose top and bottom halves are redrawn apart (the bars, the map).
+
+    Both halves' dynamic artists are drawn on a full render (a new background); after that,
+    :meth:`render_halves` restores only the halves that changed from the cached background
+    and draws their artists, leaving the other half's pixels as the last frame left them.
+    """
+
+    _cut = None
+
+    def render_halves(self, top, bottom, split_y, changed, static_key):
+        """PNG bytes after redrawing the ``changed`` halves (``"top"``, ``"bottom"``).
+
+        ``split_y()`` gives the height (display pixels from the bottom) between the halves;
+        it is asked once, when the layout is fixed.
+        """
+        canvas = self.figure.canvas
+        if self.ensure_background([*top, *bottom], static_key):
+            changed = ("top", "bottom")
+        background = self._backgrounds[static_key]
+        width, height = canvas.get_width_height()
+        if self._cut is None:
+            self._cut = int(round(height - split_y()))  # Agg's rows are counted from the top
+        cut = self._cut
+        boxes = {"top": (0, 0, width, cut), "bottom": (0, cut, width, height)}
+        renderer = canvas.get_renderer()
+        for half, artists in (("top", top), ("bottom", bottom)):
+            if half in changed:
+                # xy: where the saved region's corner goes (the whole figure's: 0, 0)
+                canvas.restore_region(background, bbox=boxes[half], xy=(0, 0))
+                for a in artists:
+                    if a.get_visible():
+                        a.draw(renderer)
+        return _png(canvas)
+
+
+def top_chars(probs, chars, n=N_BARS):
+    """The ``n`` most likely characters and their probabilities, most likely first.
+
+    Ties keep the vocabulary's order (a stable sort), so the bars do not flicker.
+
+    Examples
+    --------
+    >>> top_chars(np.array([0.1, 0.6, 0.3]), "abc", n=2)
+    (['b', 'c'], array([0.6, 0.3]))
+    """
+    probs = np.asarray(probs, dtype=float)
+    order = np.argsort(-probs, kind="stable")[:n]
+    return [chars[i] for i in order], probs[order]
+
+
+class GPTExplorer(Explorer):
+    """A prompt, a temperature, a top-k, a layer and a head: the tiny GPT writing, read back.
+
+    Controls: ``"prompt"`` (text; Enter runs it), ``"temperature"`` (float slider),
+    ``"top_k"`` (selection slider whose last option ``"all"`` is the whole vocabulary),
+    ``"layer"`` and ``"head"`` (1-based), ``"resample"`` (a button: the next seed).
+    ``.forward_passes`` counts the prompts read, ``.samples`` the continuations drawn.
+    """
+
+    title = "a tiny GPT"
+
+    def __init__(self, checkpoint=None, prompt=DEFAULT_PROMPT, temperature=1.0, top_k=None,
+                 layer=1, head=1, n_new=N_NEW, seed=0):
+        super().__init__()
+        self.checkpoint = load_checkpoint() if checkpoint is None else checkpoint
+        cfg = self.checkpoint.config
+        self.vocab = self.checkpoint.vocab
+        self.params = self.checkpoint.params
+        layer, head = figures.check_layer_head(layer, head, cfg.n_layers, cfg.n_heads)
+        self.n_new = int(n_new)
+        self.seed = int(seed)
+        self.forward_passes = 0
+        self.samples = 0
+        self._prompt = None  # (text read, ids, last logits, weights per layer)
+        self._prompt_text = None  # the whole prompt typed
+        self._sample_key = None
+        c = self.controls
+        c["prompt"] = W.Text(value=prompt, description="prompt", continuous_update=False,
+                             style=STYLE, layout=W.Layout(width=PROMPT_WIDTH))
+        c["resample"] = W.Button(description="Sample again", tooltip="draw with the next seed")
+        c["temperature"] = _slider(W.FloatSlider, "temperature", min=TEMPERATURES[0],
+                                   max=TEMPERATURES[1], step=TEMPERATURES[2],
+                                   value=temperature, readout_format=".2f")
+        options = [(str(k), k) for k in TOP_KS if k < len(self.vocab)]
+        options.append(("all", len(self.vocab)))
+        top = len(self.vocab) if top_k is None else top_k
+        if top not in [v for _, v in options]:
+            raise ValueError(f"top_k must be one of {[v for _, v in options[:-1]]} or None "
+                             f"(all {len(self.vocab)} characters), got {top_k!r}")
+        c["top_k"] = _slider(W.SelectionSlider, "top-k (characters kept)", options=options,
+                             value=top)
+        c["layer"] = _slider(W.IntSlider, "layer", min=1, max=cfg.n_layers, value=layer)
+        c["head"] = _slider(W.IntSlider, "head", min=1, max=cfg.n_heads, value=head)
+        self._watch("prompt", "temperature", "top_k", "layer", "head")
+        c["resample"].on_click(lambda _button: self._guard(self._resample))
+        self.text_box = W.HTML()
+        self.readout = W.HTML()
+        self.canvas = _HalvesCanvas(figures.gpt.FIGSIZE, layout="compressed")
+        self._read_prompt(prompt)  # a bad first prompt raises right here
+        text, ids, logits, weights = self._prompt
+        shown = self._shown_slice(len(ids))
+        names, heights = top_chars(next_token_probs(logits, temperature, top), self.vocab.chars)
+        self.art = figures.gpt_figure(heights, names, weights[layer - 1][head - 1][shown, shown],
+                                      text[shown], fig=self.canvas.figure)
+        self._labels_for = text
+        self._start(_row(c["prompt"], c["resample"]), _row(c["temperature"], c["top_k"]),
+                    _row(c["layer"], c["head"]), self.image, self.text_box, self.readout)
+
+    # --- the model ------------------------------------------------------------------------
+
+    def _read_prompt(self, text):
+        """Encode ``text`` (unknown characters: ValueError naming them) and run the model."""
+        if not isinstance(text, str) or not text:
+            raise ValueError("the prompt must hold at least one character")
+        ids = self.vocab.encode(text)  # names every character outside the vocabulary
+        n_ctx = self.checkpoint.config.n_ctx
+        window = ids[-n_ctx:]  # the model sees at most n_ctx characters
+        with threadpool_limits(MODEL_THREADS):
+            logits, weights = gpt_forward(self.params, self.checkpoint.config, window)
+        self.forward_passes += 1
+        self._prompt_text = text
+        self._prompt = (text[-n_ctx:], ids, np.asarray(logits[-1], dtype=float),
+                        [np.asarray(w) for w in weights])
+
+    @staticmethod
+    def _shown_slice(n):
+        return slice(max(0, n - MAX_SHOWN), None)
+
+    def _sample(self, temperature, top_k):
+        key = (self._prompt_text, temperature, top_k, self.seed)
+        if key == self._sample_key:
+            return self._generation
+        with threadpool_limits(MODEL_THREADS):
+            self._generation = generate(self.params, self.checkpoint.config, self._prompt[1],
+                                        self.n_new, temperature=temperature, top_k=top_k,
+                                        seed=self.seed)
+        self._sample_key = key
+        self.samples += 1
+        return self._generation
+
+    def _resample(self):
+        self.seed += 1
+        self._update()
+
+    # --- drawing --------------------------------------------------------------------------
+
+    def _update(self):
+        c = self.controls
+        prompt = c["prompt"].value
+        temperature, top_k = float(c["temperature"].value), int(c["top_k"].value)
+        layer, head = c["layer"].value, c["head"].value
+        key = (prompt, temperature, top_k, self.seed, layer, head)
+        if key == self._last_key:
+            return
+        if prompt != self._prompt_text:
+            self._read_prompt(prompt)
+        text, ids, logits, weights = self._prompt
+        last = self._last_key
+        if last is None or key[0] != last[0]:
+            changed = {"top", "bottom"}
+        else:  # the distribution and sample, and/or the head
+            changed = {"top"} if key[1:4] != last[1:4] else set()
+            changed |= {"bottom"} if key[4:] != last[4:] else set()
+        probs = next_token_probs(logits, temperature, top_k)
+        gen = self._sample(temperature, top_k)
+        names, heights = top_chars(probs, self.vocab.chars)
+        first = self.vocab.chars[int(gen.new_ids[0])] if len(gen.new_ids) else None
+        figures.update_gpt_bars(self.art, heights, names,
+                                highlight=names.index(first) if first in names else None)
+        shown = self._shown_slice(len(text))
+        w = weights[layer - 1][head - 1][shown, shown]
+        if text != self._labels_for:  # a new prompt: new labels, a new static background
+            n_shown = len(text[shown])
+            part = f"its last {n_shown} characters" if n_shown < len(text) else "the prompt"
+            figures.update_gpt_map(self.art, w, text[shown],
+                                   title=f"the head's attention over {part}")
+            self._labels_for = text
+            self.canvas.invalidate()  # only the current prompt's background is kept
+        else:
+            figures.update_gpt_map(self.art, w)
+        self._write(text, gen, probs, w, names, heights)
+        png = self.canvas.render_halves(self.art.bar_artists, self.art.map_artists,
+                                        self.art.split_y, changed, static_key=text)
+        width = f"{css_width(self.canvas.figure)}px"
+        if self.image.layout.width != width:
+            self.image.layout.width = width
+        if png != self.image.value:
+            self.image.value = png
+        self._last_key = key
+
+    def _write(self, text, gen, probs, w, names, heights):
+        prompt = self.controls["prompt"].value
+        new = self.vocab.decode(gen.new_ids)
+        note = ""
+        if len(prompt) > len(text):
+            note = (f'<p style="{_NOTE_CSS}">The prompt has {len(prompt)} characters; the model '
+                    f"reads only its last {len(text)} (its context window).</p>")
+        self.text_box.value = (
+            f'<div data-name="continuation" style="{_TEXT_CSS}">'
+            f'<span style="{_PROMPT_CSS}">{html.escape(prompt)}</span>{html.escape(new)}</div>'
+            + note)
+        labels = [figures.char_label(ch) for ch in names[:10]]
+        last = w[-1]
+        keys = np.argsort(-last, kind="stable")[:5]
+        shown_text = text[self._shown_slice(len(text))]
+        self.readout.value = (
+            _table("next", heights[None, :10], row_labels=["p"], col_labels=labels,
+                   title="the ten most likely next characters")
+            + _table("last_row", last[keys][None, :], row_labels=["weight"],
+                     col_labels=[f"{figures.char_label(shown_text[j])} (pos {j + 1})"
+                                 for j in keys],
+                     title="where the last character looks (the five largest weights)")
+            + f'<p style="{_NOTE_CSS}">seed {self.seed}; kept characters: '
+              f"{int((probs > 0).sum())} of {len(self.vocab)}</p>")
+
+    def shown(self):
+        """What is on screen: bars, their characters, the map, the text and the tables."""
+        tables = read_tables(self.readout.value)
+        return {"bars": np.array([b.get_height() for b in self.art.bars], dtype=float),
+                "chars": [t.get_text() for t in self.art.chars],
+                "map": np.array(np.ma.getdata(self.art.map.image.get_array()), dtype=float),
+                "map_title": self.art.map.ax.get_title(),
+                "continuation": _text_of(self.text_box.value).split("The prompt has")[0],
+                "next": tables["next"][0], "last_row": tables["last_row"][0],
+                "readout": _text_of(self.readout.value)}
+
+
+def gpt_explorer(checkpoint=None, prompt=DEFAULT_PROMPT, temperature=1.0, top_k=None, layer=1,
+                 head=1, n_new=N_NEW, seed=0):
+    """Sample from the tiny GPT: prompt, temperature, top-k; one head's attention shown.
+
+    Parameters
+    ----------
+    checkpoint : Checkpoint, optional
+        Anything with ``params``, ``config`` and ``vocab`` (as
+        :func:`attn_core.nn.checkpoint.load_checkpoint` returns); the stored full run when
+        None.
+    prompt : str, optional
+        Only characters of the model's vocabulary (others are an error naming them).
+    temperature : float, optional
+    top_k : int, optional
+        One of 1, 2, 3, 5, 10, 20, 40 (fewer than the vocabulary), or None for all.
+    layer, head : int, optional
+        Counted from 1.
+    n_new : int, optional
+        Characters sampled after the prompt.
+    seed : int, optional
+
+    Returns
+    -------
+    GPTExplorer
+    """
+    return GPTExplorer(checkpoint, prompt, temperature, top_k, layer, head, n_new, seed)

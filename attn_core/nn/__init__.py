@@ -1,0 +1,116 @@
+"""attn_core.nn: the layers of a decoder-only transformer, each a forward and a backward pass
+in numpy, the tiny GPT built from them, and its optimiser.
+
+* :mod:`attn_core.nn.layer_norm` -- layer norm (the package's one: the encoder uses it too)
+* :mod:`attn_core.nn.gelu`       -- GELU, tanh form and its derivative; the exact erf form
+* :mod:`attn_core.nn.mlp`        -- the feed-forward network
+* :mod:`attn_core.nn.embeddings` -- token and position embeddings
+* :mod:`attn_core.nn.loss`       -- log-softmax and the cross-entropy of the next token
+* :mod:`attn_core.nn.block`      -- the pre-norm causal block (attention through
+  :func:`attn_core.multi_head_attention` and its backward)
+* :mod:`attn_core.nn.gpt`        -- GPTConfig, init_gpt, gpt_forward, gpt_loss_and_grads
+* :mod:`attn_core.nn.optim`      -- SGD, AdamW, clip_grad_norm (notebook 12's model uses them)
+* :mod:`attn_core.nn.data`       -- the shipped corpus, CharVocab, the split, batches
+* :mod:`attn_core.nn.baselines`  -- unigram and bigram losses, what attention has to beat
+* :mod:`attn_core.nn.generate`   -- sampling through a per-layer KV cache
+* :mod:`attn_core.nn.checkpoint` -- saving and loading a trained model
+* :mod:`attn_core.nn.train`      -- train_gpt: the training loop with validation
+"""
+
+from .baselines import ALPHA, bigram_loss, bigram_probs, unigram_loss, unigram_probs
+from .block import BLOCK_KEYS, block_backward, block_forward, block_params, block_shapes
+from .checkpoint import (
+    CHECKPOINT_PATH,
+    FORMAT_VERSION,
+    Checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
+from .data import CORPUS_PATH, CharVocab, get_batch, load_corpus, split_corpus
+from .embeddings import check_ids, embed, embed_backward
+from .gelu import gelu, gelu_backward, gelu_erf
+from .generate import (
+    Generation,
+    check_temperature,
+    check_top_k,
+    forward_cached,
+    generate,
+    next_token_probs,
+    prefill,
+)
+from .gpt import (
+    LN_EPS,
+    GPTConfig,
+    check_params,
+    gpt_forward,
+    gpt_loss_and_grads,
+    init_gpt,
+    is_decayed,
+    param_shapes,
+)
+from .layer_norm import check_eps, layer_norm, layer_norm_backward
+from .loss import cross_entropy, log_softmax
+from .mlp import mlp, mlp_backward
+from .optim import SGD, AdamW, clip_grad_norm, global_norm
+from .train import GPTRun, evaluate, lr_at, text_loss, train_gpt, validation_batches
+
+__all__ = [
+    "ALPHA",
+    "AdamW",
+    "BLOCK_KEYS",
+    "CHECKPOINT_PATH",
+    "CORPUS_PATH",
+    "CharVocab",
+    "Checkpoint",
+    "FORMAT_VERSION",
+    "GPTConfig",
+    "GPTRun",
+    "Generation",
+    "LN_EPS",
+    "SGD",
+    "bigram_loss",
+    "bigram_probs",
+    "block_backward",
+    "block_forward",
+    "block_params",
+    "block_shapes",
+    "check_eps",
+    "check_ids",
+    "check_params",
+    "check_temperature",
+    "check_top_k",
+    "clip_grad_norm",
+    "cross_entropy",
+    "embed",
+    "embed_backward",
+    "evaluate",
+    "forward_cached",
+    "gelu",
+    "gelu_backward",
+    "gelu_erf",
+    "generate",
+    "get_batch",
+    "global_norm",
+    "gpt_forward",
+    "gpt_loss_and_grads",
+    "init_gpt",
+    "is_decayed",
+    "layer_norm",
+    "layer_norm_backward",
+    "load_checkpoint",
+    "load_corpus",
+    "log_softmax",
+    "lr_at",
+    "mlp",
+    "mlp_backward",
+    "next_token_probs",
+    "param_shapes",
+    "prefill",
+    "save_checkpoint",
+    "split_corpus",
+    "text_loss",
+    "train_gpt",
+    "unigram_loss",
+    "unigram_probs",
+    "validation_batches",
+]

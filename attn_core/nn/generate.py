@@ -1,0 +1,269 @@
+"""Sampling text from the tiny GPT, one token at a time through a per-layer KV cache.
+
+Each new token runs through the model once: its query, key and value in each layer, the
+key and value appended to that layer's cache (:mod:`attn_core.decoding`), its query
+attending over the cache. The logits are those of a full causal recompute of the window
+(tested to 1e-12 in float64). The positions are learned, ``n_ctx`` of them: when the window
+is full, the text is cropped to its last ``n_ctx`` tokens (or fewer: ``keep``) and the cache
+is recomputed for them, which :class:`Generation` records (``cropped``, ``starts``).
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validate import as_float_array, check_positive_int
+from ..decoding import append_kv, decode_step, empty_cache
+from ..multihead import _affine, _merge, _split
+from ..softmax import stable_softmax
+from .block import block_params
+from .embeddings import _embed, check_ids
+from .gpt import LN_EPS, GPTConfig, check_params
+from .layer_norm import _layer_norm_parts
+from .mlp import _mlp_parts
+
+__all__ = ["Generation", "check_temperature", "check_top_k", "forward_cached", "generate",
+           "next_token_probs", "prefill"]
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A sampled continuation.
+
+    ids : (n_prompt + n_new,) int64 ndarray -- the whole prompt, then the new tokens
+    new_ids : (n_new,) int64 ndarray -- the new tokens
+    probs : (n_new, vocab) float64 ndarray -- the distribution each new token was drawn from
+    logits : (n_new, vocab) ndarray -- the model's logits behind each of them
+    cropped : bool -- the context window was cropped at least once (the prompt was longer
+        than ``n_ctx``, or the text outgrew it)
+    starts : (n_new,) int64 ndarray -- new token ``j`` was drawn from the logits of the last
+        position of the window ``ids[starts[j] : n_prompt + j]``
+    """
+
+    ids: np.ndarray
+    new_ids: np.ndarray
+    probs: np.ndarray
+    logits: np.ndarray
+    cropped: bool
+    starts: np.ndarray
+
+
+def check_temperature(temperature):
+    """``temperature`` as a float: a real number, finite and > 0 (else a clear error)."""
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+        raise TypeError(f"temperature must be a number > 0, got {type(temperature).__name__}")
+    if not np.isfinite(temperature) or not temperature > 0:
+        raise ValueError(f"temperature must be a finite number > 0 (the limit 0 is argmax: "
+                         f"pass a small value such as 1e-6), got {temperature!r}")
+    return float(temperature)
+
+
+def check_top_k(top_k, vocab_size):
+    """``top_k`` as an int in ``1..vocab_size``, or None (keep every token)."""
+    if top_k is None:
+        return None
+    if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral):
+        raise TypeError(f"top_k must be an int in 1..{vocab_size} or None, got "
+                        f"{type(top_k).__name__} {top_k!r}")
+    if not 1 <= top_k <= vocab_size:
+        raise ValueError(f"top_k must lie in 1..{vocab_size} (the vocabulary size), got {top_k}")
+    return int(top_k)
+
+
+def next_token_probs(logits, temperature=1.0, top_k=None):
+    """The distribution the next token is drawn from: softmax of the logits over T, top-k.
+
+    Parameters
+    ----------
+    logits : (..., vocab) array_like
+        The model's logits for the next token.
+    temperature : float > 0
+        Below 1 sharpens the distribution, above 1 flattens it; the limit 0 is argmax.
+    top_k : int in 1..vocab, optional
+        Keep only the ``top_k`` largest logits (ties broken by the lower id); None keeps all.
+
+    Returns
+    -------
+    probs : (..., vocab) float64 ndarray
+        Sums to 1 along the last axis; 0 outside the top k.
+
+    Notes
+    -----
+    .. math:: p_i = \\frac{\\exp((z_i - \\max_j z_j) / T)}{\\sum_{j \\in \\text{top-}k}
+              \\exp((z_j - \\max_j z_j) / T)} \\quad (i \\in \\text{top-}k)
+
+    Shifting by the maximum before dividing by ``T`` keeps a tiny ``T`` from overflowing:
+    the top logit maps to 0, the others to large negative numbers whose exponentials are 0.
+
+    Examples
+    --------
+    >>> next_token_probs(np.log([1.0, 3.0]))
+    array([0.25, 0.75])
+    >>> next_token_probs(np.log([1.0, 3.0]), temperature=0.5)
+    array([0.1, 0.9])
+    >>> next_token_probs([0.0, 2.0, 1.0], top_k=1)
+    array([0., 1., 0.])
+    """
+    z = as_float_array(logits, "logits", min_ndim=1, layout="(..., vocab)").astype(np.float64)
+    temperature = check_temperature(temperature)
+    top_k = check_top_k(top_k, z.shape[-1])
+    if top_k is not None and top_k < z.shape[-1]:
+        order = np.argsort(-z, axis=-1, kind="stable")  # (..., vocab): largest first
+        drop = np.zeros(z.shape, dtype=bool)
+        np.put_along_axis(drop, order[..., top_k:], True, axis=-1)
+        z = np.where(drop, -np.inf, z)
+    z = (z - z.max(axis=-1, keepdims=True)) / temperature  # (..., vocab), max entry 0
+    return stable_softmax(z, axis=-1)
+
+
+def _layer_norm(x, g, b):
+    return _layer_norm_parts(x, g, b, LN_EPS)[0]
+
+
+def forward_cached(params, config, new_ids, caches):
+    """Logits of ``m`` new tokens that follow the ``t`` tokens already in the caches.
+
+    Parameters
+    ----------
+    params : dict of arrays (see :func:`attn_core.nn.gpt.init_gpt`), already checked
+        (:func:`attn_core.nn.gpt.check_params`: this inner loop does not check them again)
+    config : GPTConfig
+    new_ids : (m,) int ndarray
+        The new tokens, at positions ``t .. t + m - 1`` (``t + m <= n_ctx``).
+    caches : tuple of n_layers KVCache
+        Keys and values ``(n_heads, t, d_head)`` of each layer (``empty_cache`` at start).
+
+    Returns
+    -------
+    logits : (m, vocab) ndarray
+        Row ``i`` predicts the token after new token ``i``.
+    caches : tuple of KVCache
+        The caches with the ``m`` new tokens appended.
+
+    Notes
+    -----
+    Layer by layer, for the new rows only (pre-norm block):
+    ``a = LN1(x)``, ``q, k, v = a W_q + b_q, a W_k + b_k, a W_v + b_v`` split into heads,
+    ``K, V = [K; k], [V; v]``, ``x = x + Concat(softmax(q K^T / sqrt(d_head)) V) W_o + b_o``,
+    ``x = x + MLP(LN2(x))``; then ``logits = LN_f(x) W_unembed``. The causal mask between
+    the ``m`` new tokens is :func:`attn_core.decoding.decode_step`'s.
+    """
+    t = caches[0].length
+    new_ids = check_ids(new_ids, config.vocab_size, name="new_ids")
+    if t + len(new_ids) > config.n_ctx:
+        raise ValueError(f"{t} cached + {len(new_ids)} new tokens exceed n_ctx = "
+                         f"{config.n_ctx}: crop the context first")
+    h = config.n_heads
+    x = _embed(new_ids, params["wte"], params["wpe"][t:])  # (m, d_model), positions t..t+m-1
+    out_caches = []
+    for i, cache in enumerate(caches):
+        p = block_params(params, i)
+        a = _layer_norm(x, p["ln1.g"], p["ln1.b"])  # (m, d_model)
+        q, k, v = (_split(_affine(a, p[f"attn.w_{c}"], p[f"attn.b_{c}"], f"the {c} "
+                                  "projection"), h) for c in "qkv")  # each (h, m, d_head)
+        cache = append_kv(cache, k, v)  # (h, t + m, d_head)
+        heads, _ = decode_step(q, cache)  # (h, m, d_head)
+        x = x + _affine(_merge(heads), p["attn.w_o"], p["attn.b_o"], "the output projection")
+        x = x + _mlp_parts(_layer_norm(x, p["ln2.g"], p["ln2.b"]), p["mlp.w_in"],
+                           p["mlp.b_in"], p["mlp.w_out"], p["mlp.b_out"])[0]  # (m, d_model)
+        out_caches.append(cache)
+    x = _layer_norm(x, params["ln_f.g"], params["ln_f.b"])
+    return x @ params["w_unembed"], tuple(out_caches)  # (m, d) @ (d, V) -> (m, V)
+
+
+def prefill(params, config, ids):
+    """Fresh caches for the window ``ids`` (n <= n_ctx) and the logits ``(n, vocab)``."""
+    d_head = config.d_model // config.n_heads
+    dtype = params["wte"].dtype
+    caches = tuple(empty_cache(d_head, batch=(config.n_heads,), dtype=dtype)
+                   for _ in range(config.n_layers))
+    return forward_cached(params, config, ids, caches)
+
+
+def _draw(rng, probs):
+    """One id drawn from ``probs`` (vocab,) by the inverse of its cumulative sum."""
+    cdf = np.cumsum(probs)  # (vocab,)
+    return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"),
+                   len(probs) - 1))
+
+
+def generate(params, config, prompt_ids, n_new, temperature=1.0, top_k=None, seed=0,
+             keep=None):
+    """Sample ``n_new`` tokens after ``prompt_ids`` through the KV cache.
+
+    Parameters
+    ----------
+    params : dict of arrays
+    config : GPTConfig
+    prompt_ids : (n_prompt,) int array_like, n_prompt >= 1
+        A prompt longer than ``n_ctx`` is cropped to its last ``n_ctx`` tokens (said by
+        ``cropped``); the returned ``ids`` still start with the whole prompt.
+    n_new : int >= 0
+    temperature, top_k : see :func:`next_token_probs`
+    seed : int
+        Seeds ``np.random.default_rng(seed)``; one uniform number is drawn per token.
+    keep : int in 1..n_ctx, optional
+        How many of the last tokens stay in the window when it is full and a new token needs
+        room. Default ``n_ctx``: a sliding window, always the last ``n_ctx`` tokens (the
+        cache is rebuilt for every token once the text is longer than ``n_ctx``). A smaller
+        ``keep`` rebuilds once every ``n_ctx - keep + 1`` tokens and steps through the cache
+        in between (faster; each token then sees between ``keep`` and ``n_ctx`` tokens).
+
+    Returns
+    -------
+    Generation
+
+    Notes
+    -----
+    Step ``j`` draws token ``n_prompt + j`` from ``next_token_probs(logits)`` where the logits
+    are those of the last position of the window ``ids[starts[j] : L]``, ``L = n_prompt + j``
+    (with the default ``keep``, ``starts[j] = max(0, L - n_ctx)``). While the window grows,
+    one cached step per token; when it is full, a new token would need position ``n_ctx``,
+    which does not exist, so the window is cropped to its last ``keep`` tokens and their
+    cache rebuilt (one forward of the window).
+    """
+    if not isinstance(config, GPTConfig):
+        raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
+    params = check_params(params, config)
+    prompt = check_ids(np.asarray(prompt_ids), config.vocab_size, name="prompt_ids")
+    if prompt.ndim != 1 or len(prompt) < 1:
+        raise ValueError(f"prompt_ids must be a 1-D array of at least one token id, got shape "
+                         f"{prompt.shape}")
+    n_new = check_positive_int(n_new, "n_new", minimum=0)
+    temperature = check_temperature(temperature)
+    top_k = check_top_k(top_k, config.vocab_size)
+    keep = config.n_ctx if keep is None else check_positive_int(keep, "keep")
+    if keep > config.n_ctx:
+        raise ValueError(f"keep must lie in 1..n_ctx = {config.n_ctx}, got {keep}")
+    rng = np.random.default_rng(seed)
+    ids = list(prompt.tolist())
+    cropped = len(ids) > config.n_ctx
+    start = max(0, len(ids) - config.n_ctx)
+    logits, caches = prefill(params, config, np.array(ids[start:]))
+    last = logits[-1]
+    new, all_probs, all_logits, starts = [], [], [], []
+    for _ in range(n_new):
+        starts.append(start)
+        probs = next_token_probs(last, temperature, top_k)
+        token = _draw(rng, probs)
+        new.append(token)
+        all_probs.append(probs)
+        all_logits.append(last)
+        ids.append(token)
+        if len(new) == n_new:
+            break
+        if caches[0].length < config.n_ctx:
+            logits, caches = forward_cached(params, config, np.array([token]), caches)
+        else:  # the window is full: crop to its last `keep` tokens, rebuild the cache
+            cropped = True
+            start = len(ids) - keep
+            logits, caches = prefill(params, config, np.array(ids[start:]))
+        last = logits[-1]
+    vocab = config.vocab_size
+    return Generation(ids=np.array(ids, dtype=np.int64), new_ids=np.array(new, dtype=np.int64),
+                      probs=np.array(all_probs).reshape(len(new), vocab),
+                      logits=np.array(all_logits).reshape(len(new), vocab), cropped=cropped,
+                      starts=np.array(starts, dtype=np.int64))

@@ -1,0 +1,293 @@
+"""The tiny GPT: embeddings, ``n_layers`` pre-norm causal blocks, a final layer norm and an
+untied unembedding; its forward pass, its loss and every gradient, in numpy.
+
+The parameters are one flat dict of arrays (names in :func:`param_shapes`)::
+
+    x = wte[ids] + wpe[:n]                       (..., n, d_model)
+    x = block_i(x)  for i in 0 .. n_layers - 1   (pre-norm, causal; attn_core.nn.block)
+    logits = LN_f(x) @ w_unembed                 (..., n, vocab_size)
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validate import (
+    as_float_array,
+    check_float_dtype,
+    check_positive_int,
+    check_result,
+    checked_later,
+    perturb_init,
+)
+from ..gradients import _weight_grad
+from .block import BLOCK_KEYS, _block_backward_parts, _block_parts, block_params, block_shapes
+from .embeddings import _embed, _embed_backward, check_ids
+from .layer_norm import _layer_norm_backward_parts, _layer_norm_parts
+from .loss import _cross_entropy
+
+__all__ = ["LN_EPS", "GPTConfig", "check_params", "gpt_forward", "gpt_loss_and_grads",
+           "init_gpt", "is_decayed", "param_shapes"]
+
+#: The layer norms' eps (GPT-2's).
+LN_EPS = 1e-5
+#: GPT-2's initial standard deviation for every weight matrix.
+INIT_STD = 0.02
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """The tiny GPT's sizes. ``d_ff`` defaults to ``4 * d_model``; ``n_heads`` divides
+    ``d_model``. Every field is checked when the config is made (the error names it).
+
+    Examples
+    --------
+    >>> GPTConfig(vocab_size=30, n_ctx=16, d_model=32, n_heads=4, n_layers=2).d_ff
+    128
+    """
+
+    vocab_size: int
+    n_ctx: int
+    d_model: int
+    n_heads: int
+    n_layers: int
+    d_ff: int | None = None
+
+    def __post_init__(self):
+        for name in ("vocab_size", "n_ctx", "d_model", "n_heads", "n_layers"):
+            # stored as plain ints (a numpy integer would not go into a JSON checkpoint)
+            object.__setattr__(self, name, check_positive_int(getattr(self, name), name))
+        if self.d_ff is None:
+            object.__setattr__(self, "d_ff", 4 * self.d_model)
+        object.__setattr__(self, "d_ff", check_positive_int(self.d_ff, "d_ff"))
+        if self.d_model % self.n_heads:
+            raise ValueError(f"n_heads = {self.n_heads} must divide d_model = {self.d_model}")
+
+    @property
+    def d_head(self):
+        """Each head's width, ``d_model // n_heads``."""
+        return self.d_model // self.n_heads
+
+
+def _check_config(config):
+    if not isinstance(config, GPTConfig):
+        raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
+    return config
+
+
+def param_shapes(config):
+    """``{name: shape}`` of every parameter, in a fixed order (the order :func:`init_gpt`
+    draws them in).
+
+    Examples
+    --------
+    >>> shapes = param_shapes(GPTConfig(10, 8, 4, 2, 1))
+    >>> shapes["wte"], shapes["h0.mlp.w_in"], shapes["w_unembed"], len(shapes)
+    ((10, 4), (4, 16), (4, 10), 21)
+    """
+    c = _check_config(config)
+    shapes = {"wte": (c.vocab_size, c.d_model), "wpe": (c.n_ctx, c.d_model)}
+    for i in range(c.n_layers):
+        shapes.update({f"h{i}.{k}": s for k, s in block_shapes(c.d_model, c.d_ff).items()})
+    shapes.update({"ln_f.g": (c.d_model,), "ln_f.b": (c.d_model,),
+                   "w_unembed": (c.d_model, c.vocab_size)})
+    return shapes
+
+
+def is_decayed(name):
+    """True for the weight matrices and tables (AdamW decays them), False for the biases and
+    the layer norms' gains and shifts (GPT-2's convention)."""
+    return name in ("wte", "wpe", "w_unembed") or name.rsplit(".", 1)[-1].startswith("w_")
+
+
+def init_gpt(config, rng, dtype="float32"):
+    """GPT-2-style initial parameters.
+
+    Parameters
+    ----------
+    config : GPTConfig
+    rng : numpy.random.Generator
+        The source of the random draws (seed it for a reproducible model).
+    dtype : str or numpy dtype
+        Floating dtype of every array (drawn in float64, then rounded to it).
+
+    Returns
+    -------
+    params : dict of ndarray
+        Every parameter of :func:`param_shapes`: weights and tables normal(0, 0.02), the
+        two residual output projections of each block (``attn.w_o``, ``mlp.w_out``) scaled
+        by ``1/sqrt(2 n_layers)``, biases and shifts 0, gains 1. Each array goes through
+        :func:`attn_core._validate.perturb_init` (one ulp up when
+        ``ATTN_CORE_PERTURB_INIT=1``, for CI's portability check).
+
+    Notes
+    -----
+    A residual stream that ``2 n_layers`` sub-layers add into grows like the square root of
+    their number; scaling their output projections down keeps its spread near the
+    embeddings' at the start.
+
+    Examples
+    --------
+    >>> p = init_gpt(GPTConfig(10, 8, 4, 2, 1), np.random.default_rng(0))
+    >>> p["wte"].dtype, float(p["h0.ln1.g"][0]), float(p["h0.attn.b_q"][0])
+    (dtype('float32'), 1.0, 0.0)
+    """
+    config = _check_config(config)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
+                        f"got {type(rng).__name__}")
+    dtype = check_float_dtype(dtype)
+    residual_scale = 1.0 / np.sqrt(2 * config.n_layers)
+    params = {}
+    for name, shape in param_shapes(config).items():
+        leaf = name.rsplit(".", 1)[-1]
+        if leaf == "g":
+            w = np.ones(shape)
+        elif leaf.startswith("b"):
+            w = np.zeros(shape)
+        else:
+            w = rng.normal(0.0, INIT_STD, size=shape)
+            if name.endswith(("attn.w_o", "mlp.w_out")):
+                w = w * residual_scale
+        params[name] = perturb_init(w.astype(dtype))
+    return params
+
+
+def check_params(params, config):
+    """``params`` checked against ``config``: a dict with every name of :func:`param_shapes`,
+    each a finite float array of its shape, all of one dtype. Returns the dict (arrays as
+    float ndarrays); the errors name the parameter."""
+    shapes = param_shapes(config)
+    if not isinstance(params, dict):
+        raise TypeError(f"params must be a dict of arrays, got {type(params).__name__}")
+    missing = [k for k in shapes if k not in params]
+    if missing:
+        raise ValueError(f"params is missing {len(missing)} parameter(s) of this config: "
+                         f"{missing[:6]}{' ...' if len(missing) > 6 else ''}")
+    extra = sorted(set(params) - set(shapes))
+    if extra:
+        raise ValueError(f"params has parameter(s) this config does not: {extra[:6]}")
+    checked = {}
+    for name, shape in shapes.items():
+        a = as_float_array(params[name], f"params[{name!r}]")
+        if a.shape != shape:
+            raise ValueError(f"params[{name!r}] must have shape {shape} for this config, got "
+                             f"shape {a.shape}")
+        checked[name] = a
+    dtypes = {a.dtype for a in checked.values()}
+    if len(dtypes) > 1:
+        raise ValueError(f"params must all have one dtype, got {sorted(map(str, dtypes))}")
+    return checked
+
+
+def _forward(params, config, ids):
+    """The forward without checks: ``(logits, weights, cache)``."""
+    x = _embed(ids, params["wte"], params["wpe"])  # (..., n, d_model)
+    weights, caches = [], []
+    for i in range(config.n_layers):
+        x, w, cache = _block_parts(x, block_params(params, i), config.n_heads, LN_EPS)
+        weights.append(w)
+        caches.append(cache)
+    ln_f, z, denom = _layer_norm_parts(x, params["ln_f.g"], params["ln_f.b"], LN_EPS)
+    logits = ln_f @ params["w_unembed"]  # (..., n, d_model) @ (d_model, vocab) -> (..., n, vocab)
+    return logits, tuple(weights), {"blocks": caches, "ln_f": ln_f, "z": z, "denom": denom}
+
+
+def gpt_forward(params, config, ids):
+    """The model's next-token logits at every position, and every head's attention.
+
+    Parameters
+    ----------
+    params : dict of ndarray
+        As made by :func:`init_gpt` (names and shapes of :func:`param_shapes`), one dtype.
+    config : GPTConfig
+    ids : (..., n) int array_like
+        Token ids in ``0..vocab_size - 1``, ``1 <= n <= n_ctx``.
+
+    Returns
+    -------
+    logits : (..., n, vocab_size) ndarray, params' dtype
+        ``logits[..., i, :]`` scores the token after position ``i``, from ``ids[..., :i+1]``
+        only (causal).
+    weights : tuple of n_layers ndarrays (..., n_heads, n, n)
+        Each layer's attention weights.
+
+    Examples
+    --------
+    >>> config = GPTConfig(vocab_size=10, n_ctx=8, d_model=8, n_heads=2, n_layers=2)
+    >>> params = init_gpt(config, np.random.default_rng(0))
+    >>> logits, weights = gpt_forward(params, config, [[1, 2, 3], [4, 5, 6]])
+    >>> logits.shape, len(weights), weights[0].shape
+    ((2, 3, 10), 2, (2, 2, 3, 3))
+    """
+    config = _check_config(config)
+    params = check_params(params, config)
+    ids = check_ids(ids, config.vocab_size, config.n_ctx)
+    with checked_later():
+        logits, weights, _ = _forward(params, config, ids)
+    check_result(logits, "the logits")
+    return logits, weights
+
+
+def gpt_loss_and_grads(params, config, ids, targets):
+    """The mean next-token cross-entropy and its gradient with respect to every parameter.
+
+    Parameters
+    ----------
+    params, config, ids
+        As for :func:`gpt_forward`.
+    targets : (..., n) int array_like
+        The token to predict at each position (for language modelling ``ids`` shifted by
+        one: see ``attn_core.nn.get_batch``).
+
+    Returns
+    -------
+    loss : float
+        Mean cross-entropy over every position, in nats.
+    grads : dict of ndarray
+        One gradient per parameter, same names, shapes and dtype as ``params``.
+
+    Notes
+    -----
+    One forward pass keeps what the backward needs; the backward runs the layers in reverse:
+    :math:`dz = (\\mathrm{softmax}(z) - e_y)/N` (:func:`~attn_core.nn.cross_entropy`),
+    :math:`dW_{unembed} = \\mathrm{LN}_f(x)^\\top dz`, then the final layer norm, each
+    block (:func:`~attn_core.nn.block_backward`) and the embeddings
+    (:func:`~attn_core.nn.embed_backward`).
+
+    Examples
+    --------
+    >>> config = GPTConfig(vocab_size=10, n_ctx=8, d_model=8, n_heads=2, n_layers=1)
+    >>> params = init_gpt(config, np.random.default_rng(0), dtype="float64")
+    >>> loss, grads = gpt_loss_and_grads(params, config, [[1, 2, 3]], [[2, 3, 4]])
+    >>> bool(abs(loss - np.log(10)) < 0.05), grads["wte"].shape  # near-uniform at the start
+    (True, (10, 8))
+    """
+    config = _check_config(config)
+    params = check_params(params, config)
+    ids = check_ids(ids, config.vocab_size, config.n_ctx)
+    targets = check_ids(targets, config.vocab_size, name="targets")
+    if targets.shape != ids.shape:
+        raise ValueError(f"targets must have the shape of ids {ids.shape}, got {targets.shape}")
+    with checked_later():
+        logits, _, cache = _forward(params, config, ids)
+        check_result(logits, "the logits")
+        loss, grad_logits = _cross_entropy(logits, targets)
+        grads = _backward(params, config, ids, cache, grad_logits)
+    return loss, grads
+
+
+def _backward(params, config, ids, cache, grad_logits):
+    grads = {"w_unembed": _weight_grad(cache["ln_f"], grad_logits)}
+    # (..., n, vocab) @ (vocab, d_model) -> (..., n, d_model)
+    grad_ln_f = grad_logits @ params["w_unembed"].T
+    grad_x, grads["ln_f.g"], grads["ln_f.b"] = _layer_norm_backward_parts(
+        cache["z"], cache["denom"], params["ln_f.g"], grad_ln_f)
+    for i in reversed(range(config.n_layers)):
+        grad_x, g = _block_backward_parts(block_params(params, i), config.n_heads,
+                                          cache["blocks"][i], grad_x)
+        grads.update({f"h{i}.{k}": g[k] for k in BLOCK_KEYS})
+    grads["wte"], grads["wpe"] = _embed_backward(ids, grad_x, config.vocab_size, config.n_ctx)
+    for name, g in grads.items():
+        check_result(g, f"the gradient of {name}")
+    return {name: grads[name].astype(params[name].dtype, copy=False) for name in params}

@@ -1,0 +1,184 @@
+"""The GPT explorer and its figure: what is shown is what the model computes, a slider
+redraws only what it changes, and a bad prompt is named in the error box.
+
+A small random model stands in for the stored checkpoint (the explorer takes any object with
+``params``, ``config`` and ``vocab``), so these tests do not depend on the full run; one test
+builds the explorer on the stored checkpoint itself.
+"""
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from PIL import Image  # noqa: E402
+
+import attn_core.explorers.gpt as gx  # noqa: E402
+from attn_core import figures  # noqa: E402
+from attn_core.nn import GPTConfig, gpt_forward, init_gpt  # noqa: E402
+from attn_core.nn.checkpoint import CHECKPOINT_PATH, Checkpoint  # noqa: E402
+from attn_core.nn.data import CharVocab  # noqa: E402
+from attn_core.nn.generate import generate, next_token_probs  # noqa: E402
+
+CHARS = " .,abcdefghijklmnopqrstuvwxyzT\n"
+
+
+@pytest.fixture(scope="module")
+def model():
+    vocab = CharVocab(CHARS)
+    config = GPTConfig(vocab_size=len(vocab), n_ctx=24, d_model=16, n_heads=4, n_layers=2)
+    params = init_gpt(config, np.random.default_rng(3), dtype="float64")
+    # queries, keys and logits scaled up so that the heads' maps and the bars differ
+    params = {k: w * 40 if k.endswith(("w_q", "w_k", "w_unembed")) else w
+              for k, w in params.items()}
+    return Checkpoint(params=params, config=config, vocab=vocab, meta={})
+
+
+def pixels(png):
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+
+
+def expected_view(model, prompt, temperature, top_k, layer, head, n_new, seed):
+    ids = model.vocab.encode(prompt)
+    window = ids[-model.config.n_ctx:]
+    logits, weights = gpt_forward(model.params, model.config, window)
+    probs = next_token_probs(logits[-1], temperature, top_k)
+    order = np.argsort(-probs, kind="stable")[:gx.N_BARS]
+    shown = slice(max(0, len(window) - gx.MAX_SHOWN), None)
+    gen = generate(model.params, model.config, ids, n_new, temperature=temperature,
+                   top_k=top_k, seed=seed)
+    return (probs[order], [model.vocab.chars[i] for i in order],
+            weights[layer - 1][head - 1][shown, shown], model.vocab.decode(gen.new_ids))
+
+
+def check_view(ex, model, temperature, top_k, layer, head):
+    prompt = ex.controls["prompt"].value
+    bars, chars, w, new = expected_view(model, prompt, temperature, top_k, layer, head,
+                                        ex.n_new, ex.seed)
+    shown = ex.shown()
+    np.testing.assert_allclose(shown["bars"], bars, rtol=0, atol=1e-12)
+    assert shown["chars"] == [figures.char_label(c) for c in chars]
+    np.testing.assert_allclose(shown["map"], w, rtol=0, atol=1e-12)
+    assert shown["continuation"] == prompt + new
+    np.testing.assert_allclose(shown["next"], bars[:10], atol=5e-4)
+    np.testing.assert_allclose(shown["last_row"], np.sort(w[-1])[::-1][:5], atol=5e-4)
+
+
+def test_shows_what_the_model_computes(model):
+    ex = gx.gpt_explorer(model, prompt="the cat sat", n_new=30)
+    check_view(ex, model, 1.0, None, 1, 1)
+    c = ex.controls
+    for name, value in (("temperature", 0.5), ("top_k", 3), ("layer", 2), ("head", 4),
+                        ("temperature", 1.7), ("top_k", len(CHARS)), ("head", 2)):
+        c[name].value = value
+        check_view(ex, model, c["temperature"].value, None if c["top_k"].value == len(CHARS)
+                   else c["top_k"].value, c["layer"].value, c["head"].value)
+    assert ex.errors == []
+
+
+def test_top_k_one_is_greedy_and_bars_sum_to_one(model):
+    ex = gx.gpt_explorer(model, prompt="a b", n_new=20, top_k=1)
+    bars = ex.shown()["bars"]
+    assert bars[0] == 1.0 and (bars[1:] == 0).all()
+    logits, _ = gpt_forward(model.params, model.config, model.vocab.encode("a b"))
+    assert ex.shown()["chars"][0] == figures.char_label(model.vocab.chars[int(np.argmax(
+        logits[-1]))])
+    ex.controls["top_k"].value = len(CHARS)
+    assert np.isclose(ex.shown()["bars"].sum(), 1.0) or len(CHARS) > gx.N_BARS
+    assert "kept characters: 1 of" not in ex.shown()["readout"]
+
+
+def test_the_head_sliders_never_sample_and_same_settings_same_text(model):
+    ex = gx.gpt_explorer(model, prompt="the end", n_new=25)
+    samples, passes, text = ex.samples, ex.forward_passes, ex.shown()["continuation"]
+    for layer, head in ((2, 3), (1, 4), (2, 1)):
+        ex.controls["layer"].value, ex.controls["head"].value = layer, head
+    assert ex.samples == samples and ex.forward_passes == passes
+    assert ex.shown()["continuation"] == text
+    ex.controls["temperature"].value = 0.3
+    ex.controls["temperature"].value = 1.0
+    assert ex.shown()["continuation"] == text  # seeded: the same draw again
+    ex.controls["resample"].click()
+    assert ex.seed == 1 and ex.shown()["continuation"] != text
+    assert ex.forward_passes == passes  # only a new prompt runs the prompt again
+
+
+def test_a_slider_redraws_half_the_frame_exactly(model):
+    ex = gx.gpt_explorer(model, prompt="the cat", n_new=10)
+    for name, value in (("head", 3), ("temperature", 0.4), ("layer", 2), ("top_k", 5),
+                        ("prompt", "a dog. the"), ("head", 1)):
+        ex.controls[name].value = value
+        partial = pixels(ex.png)
+        ex.canvas.invalidate()
+        ex._last_key = None
+        ex._update()  # a full draw of the same state
+        np.testing.assert_array_equal(partial, pixels(ex.png), err_msg=name)
+
+
+def test_unknown_characters_are_named_in_the_error_box(model):
+    ex = gx.gpt_explorer(model, prompt="the", n_new=5)
+    with pytest.raises(ValueError, match="'Q', 'é'"):
+        ex.controls["prompt"].value = "the Qé"
+    assert "'Q', 'é'" in ex.error_box.value.replace("&#x27;", "'")
+    assert ex.error_box.layout.display != "none"
+    ex.controls["prompt"].value = "the cab"
+    assert ex.error_box.layout.display == "none"
+    assert ex.shown()["continuation"].startswith("the cab")
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        gx.gpt_explorer(model, prompt="QQ")
+    with pytest.raises(ValueError, match="at least one character"):
+        ex.controls["prompt"].value = ""
+
+
+def test_a_long_prompt_is_cropped_to_the_window_and_said(model):
+    prompt = "the cat sat on the mat. the dog ran to the cat"  # 46 > n_ctx = 24
+    ex = gx.gpt_explorer(model, prompt=prompt, n_new=5)
+    assert "reads only its last 24" in ex.text_box.value
+    assert ex.shown()["map"].shape == (24, 24)
+    check_view(ex, model, 1.0, None, 1, 1)
+
+
+def test_bad_arguments_are_named(model):
+    with pytest.raises(ValueError, match="top_k must be one of"):
+        gx.gpt_explorer(model, top_k=7)
+    with pytest.raises(ValueError, match="layer must be from 1 to 2"):
+        gx.gpt_explorer(model, layer=3)
+    with pytest.raises(ValueError, match="head must be from 1 to 4"):
+        gx.gpt_explorer(model, head=0)
+
+
+@pytest.mark.skipif(not CHECKPOINT_PATH.exists(), reason="the full run is not stored yet")
+def test_the_default_explorer_runs_on_the_stored_checkpoint():
+    ex = gx.gpt_explorer()
+    assert ex.errors == [] and len(ex.shown()["continuation"]) == len(gx.DEFAULT_PROMPT) + 200
+    assert ex.controls["top_k"].label == "all"
+
+
+# --- the figure -------------------------------------------------------------------------------
+
+
+def test_figure_draws_what_it_is_given_and_updates_in_place():
+    w = np.tril(np.ones((3, 3))) / np.arange(1, 4)[:, None]
+    art = figures.gpt_figure([0.5, 0.3, 0.2], ["a", " ", "\n"], w, "ab ")
+    assert [t.get_text() for t in art.chars] == ["a", "␣", "↵"]
+    assert [b.get_height() for b in art.bars] == [0.5, 0.3, 0.2]
+    np.testing.assert_array_equal(np.ma.getdata(art.map.image.get_array()), w)
+    assert art.map.mask_patch is not None and art.map.mask_patch in art.map_artists
+    bars = art.bars
+    figures.update_gpt_bars(art, [0.9, 0.1, 0.0], ["x", "y", "z"], highlight=1)
+    assert art.bars is bars and [t.get_text() for t in art.chars] == ["x", "y", "z"]
+    assert art.bars[1].get_facecolor() != art.bars[0].get_facecolor()
+    figures.update_gpt_map(art, np.eye(2), "hi")
+    assert np.ma.getdata(art.map.image.get_array()).shape == (2, 2)
+    assert [t.get_text() for t in art.map.ax.get_xticklabels()] == ["h", "i"]
+    with pytest.raises(ValueError, match="one character per bar"):
+        figures.gpt_figure([0.5, 0.5], ["a"], w, "abc")
+    with pytest.raises(ValueError, match="3 entries"):
+        figures.update_gpt_bars(art, [1.0], ["a"])
+    with pytest.raises(ValueError, match="tokens must label the 2 rows"):
+        figures.update_gpt_map(art, np.eye(2), "abc")
+    plt.close(art.figure)
