@@ -128,7 +128,7 @@ fresh: setup
 	$(PY) tools/my_notebooks.py --fresh $(NB)
 
 # Everything ruff checks; the same list CI lints through `make test`.
-LINT_PATHS := conftest.py attn_core tests tools benchmarks notebooks
+LINT_PATHS := attn_core tests tools benchmarks notebooks
 
 lint: setup
 	$(PY) -m ruff check $(LINT_PATHS)

@@ -21,6 +21,7 @@ import re
 import warnings
 
 import ipywidgets as W
+import numpy as np
 from PIL import Image
 
 from attn_core.explorers.base import SCALE
@@ -64,8 +65,10 @@ def build_explorers(nb):
     ns = {"__name__": "__course_static__", "display": _display}
     built = {}
     sink = io.StringIO()
+    # np.printoptions(): the notebooks' setup cells set numpy's print options, which must not
+    # outlive the build (under pytest-xdist they reached attn_core's doctests in the same worker)
     with warnings.catch_warnings(), contextlib.redirect_stdout(sink), \
-            contextlib.redirect_stderr(sink):
+            contextlib.redirect_stderr(sink), np.printoptions():
         warnings.simplefilter("ignore")
         for i, cell in enumerate(nb.cells[:wanted[-1] + 1]):
             if cell.cell_type != "code":
