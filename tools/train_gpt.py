@@ -8,7 +8,8 @@ both cores busy).
 
 The trace records the loss of every step, the validation losses, the unigram and bigram
 baselines on the same validation text, the settings, the seed, the git commit, the measured
-time, numpy's version and the CPU's features, so ``tests/test_gpt_trace.py`` can re-run the first steps and compare.
+time, numpy's version and the CPU's features, so ``tests/test_gpt_trace.py`` can re-run
+the first steps and compare.
 
 Run from the repository root: ``python tools/train_gpt.py`` (about 3-6 minutes on one core).
 ``--steps N`` shortens it (for a try; do not commit such a run).
