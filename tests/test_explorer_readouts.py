@@ -354,3 +354,26 @@ def test_training_readout_marker_and_map_at_every_step():
                 m = weights.shape[0]
                 assert all(shows(im, ex.art.map.image, a, b, weights[a, b])
                            for a in range(m) for b in range(m)), (d_k, scaled, step)
+
+
+# --- heads: every head's map painted from multi_head_attention's weights ---------------------
+
+def test_heads_maps_are_painted_from_the_weights_for_every_head_count():
+    from attn_core.multihead import multi_head_attention
+
+    ex = explorers.heads_explorer()
+    c = ex.controls
+    for d_model in (8, 64):
+        c["d_model"].value = d_model
+        for h in c["h"].options:
+            c["h"].value = h
+            _, weights = multi_head_attention(*ex.params(d_model), h=h)  # (h, n, n)
+            im, art = pixels(ex), ex.mosaic
+            n = art.layout.n
+            for head, (r, col) in enumerate(art.layout.origins):
+                for i in range(n):
+                    for j in range(n):
+                        got = cell(im, art.image.axes, r + i, col + j, r=1)
+                        want = colour_of(art.image, weights[head, i, j])
+                        assert np.abs(got - want).max() <= COLOUR_TOL, (d_model, h, head, i, j)
+            assert len(art.layout.origins) == h
