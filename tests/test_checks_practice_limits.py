@@ -169,3 +169,30 @@ def test_the_absolute_tolerance_near_zero():
     off = judge(lambda a: a + 5e-9, [case], [], what="result", stub_hint="-", shape_rule="-",
                 why="fine")
     assert ok.correct and not off.correct
+
+
+# --- the other code exercises: the decoding row and the softmax backward pass ------------------
+
+def test_the_decoding_and_backward_exercises_have_the_time_limit_too(monkeypatch):
+    from attn_core.checks import decoding, learning
+
+    monkeypatch.setattr(_practice, "TIME_LIMIT", 0.3)
+    for feedback in (decoding.check_decode_row(lambda q_t, k, v: endless(q_t, k, v)),
+                     learning.check_my_softmax_backward(lambda p, g: endless(p, g, g))):
+        assert not feedback.correct
+        assert "did not return within 0.3 s: look for a loop that never ends" in feedback.message
+
+
+def test_the_decoding_and_backward_exercises_still_judge_the_numbers():
+    from attn_core.checks import decoding, learning
+
+    def row(q_t, k, v):
+        return stable(q_t @ k.T / np.sqrt(q_t.shape[-1])) @ v
+
+    def backward(p, g):
+        return p * (g - (p * g).sum(axis=-1, keepdims=True))
+
+    assert decoding.check_decode_row(row).correct
+    assert learning.check_my_softmax_backward(backward).correct
+    failed = decoding.check_decode_row(lambda q_t, k, v: 1 / 0)
+    assert "raised ZeroDivisionError" in failed.message

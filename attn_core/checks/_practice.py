@@ -137,6 +137,27 @@ def _learner_frame(exc):
     return frames[-1] if frames else None
 
 
+class LearnerTimeout(Exception):
+    """The learner's function did not return within :data:`TIME_LIMIT` seconds."""
+
+
+def time_limit_message(where=""):
+    """The feedback sentence for a function that overran (``where``: " on the worked example")."""
+    return (f"your function did not return within {TIME_LIMIT:g} s{where}: look for a loop "
+            f"that never ends.")
+
+
+def run_learner(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` under the time limit: its result, its exception re-raised, or
+    :class:`LearnerTimeout` (for the checks that handle the learner's errors themselves)."""
+    outcome = run_with_time_limit(fn, args, kwargs)
+    if not outcome.done.is_set():
+        raise LearnerTimeout(time_limit_message())
+    if outcome.error is not None:
+        raise outcome.error
+    return outcome.result
+
+
 def call(fn, case, stub_hint, passed_before=False):
     """Run ``fn`` on ``case``: ``(result, None)``, or ``(None, feedback)`` (stub or error)."""
     args = tuple(_copy(a) for a in case.args)
@@ -145,8 +166,7 @@ def call(fn, case, stub_hint, passed_before=False):
         warnings.simplefilter("ignore", RuntimeWarning)
         outcome = run_with_time_limit(fn, args, kwargs)
     if not outcome.done.is_set():
-        return None, not_yet(f"your function did not return within {TIME_LIMIT:g} s on "
-                             f"{case.label}: look for a loop that never ends.")
+        return None, not_yet(time_limit_message(f" on {case.label}"))
     exc, result = outcome.error, outcome.result
     if isinstance(exc, NotImplementedError):
         return None, unanswered(stub_hint)
