@@ -186,22 +186,83 @@ def check_mask(mask, target_shape, name="mask"):
 
 def check_positive_int(value, name, *, minimum=1):
     """Return ``value`` as an int after checking it is an integer >= ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if not _is_int(value):
         raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
     if value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
     return int(value)
 
 
+def _is_int(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def check_positive_number(value, name, *, expected="a positive real number"):
+    """Return ``value`` as a float after checking it is a real, finite number > 0.
+
+    ``expected`` is what a TypeError says the argument must be (``"... or None"`` for an
+    optional one). Used for learning rates and score scales.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be {expected}, got {value!r}")
+    if not np.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {value}")
+    return float(value)
+
+
 def check_scale(scale, d_k):
     """Return the score scale: 1/sqrt(d_k) when None, else a checked positive number."""
     if scale is None:
         return 1.0 / np.sqrt(d_k)
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
-        raise TypeError(f"scale must be a positive real number or None, got {scale!r}")
-    if not np.isfinite(scale) or scale <= 0:
-        raise ValueError(f"scale must be a positive finite number, got {scale}")
-    return float(scale)
+    return check_positive_number(scale, "scale", expected="a positive real number or None")
+
+
+def check_bool(value, name):
+    """``value`` as a bool (numpy's bool too); anything else is a TypeError naming ``name``."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__}")
+    return bool(value)
+
+
+def check_option(value, name, options, why=""):
+    """``value`` if it is one of ``options`` (ints, strs, or None), as a plain int or str.
+
+    The type is checked first (a str option list refuses an int with a TypeError), then
+    membership (a ValueError listing the options).
+    """
+    listed = ", ".join(repr(o) if isinstance(o, str) else str(o) for o in options)
+    if value is None and None in options:
+        return None
+    kinds = [o for o in options if o is not None]
+    if all(isinstance(o, str) for o in kinds):
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    elif not _is_int(value):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    else:
+        value = int(value)
+    if value not in options:
+        raise ValueError(f"{name} must be one of {listed}{why}, got {value!r}")
+    return value
+
+
+def check_int_sequence(values, name, *, minimum=0):
+    """``values`` as a non-empty list of ints >= ``minimum`` (seeds, a list of widths)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, range,
+                                                                    np.ndarray)):
+        raise TypeError(f"{name} must be a list or tuple of integers >= {minimum}, "
+                        f"got {type(values).__name__}")
+    if len(values) == 0:
+        raise ValueError(f"{name} must hold at least one integer >= {minimum}, got none")
+    return [check_positive_int(v, f"each entry of {name}", minimum=minimum) for v in values]
+
+
+def check_generator(rng, name="rng"):
+    """``rng`` if it is a ``numpy.random.Generator``, else a TypeError saying how to make one."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"{name} must be a numpy.random.Generator such as "
+                        f"np.random.default_rng(0), got {type(rng).__name__}")
+    return rng
 
 
 def batch_shape(name_shapes):

@@ -6,7 +6,7 @@ value to a cache holding those of tokens ``0..t-1``, and attends with the one ne
 over the cached keys. The result is row ``t`` of full causal attention: the masked
 entries of that row had weight exactly 0, so leaving those keys out changes nothing.
 
-Pure maths: the cache is an immutable pair of arrays; appending returns a new cache.
+Pure maths: the cache is an immutable pair of read-only arrays; appending returns a new cache.
 """
 
 from __future__ import annotations
@@ -33,10 +33,18 @@ class KVCache:
 
     keys : (..., t, d_k) ndarray -- one row per cached token
     values : (..., t, d_v) ndarray
+
+    Both are read-only views that the cache owns (``cache.keys[0, 0] = 1.0`` raises
+    ValueError); the arrays passed in are not frozen, so build a cache with
+    :func:`empty_cache` and :func:`append_kv`, which hand it arrays no one else holds.
     """
 
     keys: np.ndarray
     values: np.ndarray
+
+    def __post_init__(self):
+        for name in ("keys", "values"):
+            object.__setattr__(self, name, _read_only_view(getattr(self, name)))
 
     @property
     def length(self):
@@ -47,6 +55,13 @@ class KVCache:
     def nbytes(self):
         """Bytes the cache holds: keys plus values."""
         return self.keys.nbytes + self.values.nbytes
+
+
+def _read_only_view(x):
+    """A read-only view of ``x`` as an ndarray; ``x`` itself stays writeable."""
+    view = np.asarray(x).view()
+    view.flags.writeable = False
+    return view
 
 
 def empty_cache(d_k, d_v=None, batch=(), dtype="float64"):

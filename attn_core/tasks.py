@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validate import check_positive_int
+from ._validate import check_generator, check_option, check_positive_int
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,7 @@ def lookup_batch(rng, batch, n_pairs=4, n_keys=8, n_values=8):
     >>> b.features.shape, b.scored[0].tolist(), float(b.pattern[0, -1].sum())
     ((2, 4, 9), [False, False, False, True], 1.0)
     """
+    rng = check_generator(rng)
     batch, n_pairs = check_positive_int(batch, "batch"), check_positive_int(n_pairs, "n_pairs")
     n_keys, n_values = check_positive_int(n_keys, "n_keys"), check_positive_int(n_values,
                                                                                "n_values")
@@ -118,6 +119,7 @@ def previous_token_batch(rng, batch, n=6, vocab=8):
     >>> bool((b.targets[0, 1:] == tokens[:-1]).all()), b.pattern[0].astype(int)[2].tolist()
     (True, [0, 1, 0, 0])
     """
+    rng = check_generator(rng)
     batch, vocab = check_positive_int(batch, "batch"), check_positive_int(vocab, "vocab")
     n = check_positive_int(n, "n", minimum=2)
     tokens = rng.integers(0, vocab, size=(batch, n))  # (b, n)
@@ -137,6 +139,11 @@ TASKS = {
 }
 
 
+def check_task(task):
+    """``task`` if it names one of :data:`TASKS`, else a clear TypeError or ValueError."""
+    return check_option(task, "task", tuple(TASKS))
+
+
 def make_batch(task, rng, batch):
     """A batch of the named task (``"lookup"`` or ``"previous"``) at the course's sizes.
 
@@ -145,15 +152,11 @@ def make_batch(task, rng, batch):
     >>> make_batch("previous", np.random.default_rng(0), 3).features.shape
     (3, 6, 8)
     """
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}")
-    make, sizes = TASKS[task]
+    make, sizes = TASKS[check_task(task)]
     return make(rng, batch, **sizes)
 
 
 def n_classes(task):
     """How many classes the named task's answers range over."""
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}")
-    sizes = TASKS[task][1]
+    sizes = TASKS[check_task(task)][1]
     return sizes.get("n_values", sizes.get("vocab"))

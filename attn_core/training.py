@@ -21,13 +21,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._validate import check_positive_int, perturb_init
+from ._validate import (
+    check_bool,
+    check_int_sequence,
+    check_option,
+    check_positive_int,
+    check_positive_number,
+    perturb_init,
+)
 from .attention import _scores
 from .gradients import _backward_from_weights
 from .nn.loss import log_softmax
 from .nn.optim import SGD, AdamW
 from .softmax import stable_softmax
-from .tasks import Batch, make_batch, n_classes
+from .tasks import Batch, check_task, make_batch, n_classes
 
 try:  # small matrices: one BLAS thread is faster than several fighting over a busy machine
     from threadpoolctl import threadpool_limits
@@ -245,7 +252,8 @@ def train(task="lookup", d_k=16, scaled=True, seeds=(0,), steps=300, lr=0.01, ba
     optimiser : {"adam", "sgd"}
     positions : {None, "learned", "sinusoidal"}
     snapshots : int
-        How many evenly spaced attention maps of the probe sequence to keep.
+        How many evenly spaced attention maps of the probe sequence to keep (steps 0 and
+        ``steps`` included; every step when ``snapshots > steps``).
 
     Examples
     --------
@@ -253,10 +261,13 @@ def train(task="lookup", d_k=16, scaled=True, seeds=(0,), steps=300, lr=0.01, ba
     >>> bool(run.losses[-20:].mean() < run.losses[:20].mean())
     True
     """
-    d_k, steps = check_positive_int(d_k, "d_k"), check_positive_int(steps, "steps")
-    if optimiser not in OPTIMISERS:
-        raise ValueError(f"optimiser must be one of {sorted(OPTIMISERS)}, got {optimiser!r}")
-    seeds = [int(s) for s in seeds]
+    task, scaled = check_task(task), check_bool(scaled, "scaled")
+    seeds, d_k = check_int_sequence(seeds, "seeds"), check_positive_int(d_k, "d_k")
+    steps = check_positive_int(steps, "steps")
+    lr, batch = check_positive_number(lr, "lr"), check_positive_int(batch, "batch")
+    optimiser = check_option(optimiser, "optimiser", tuple(OPTIMISERS))
+    positions = check_option(positions, "positions", POSITIONS)
+    snapshots = check_positive_int(snapshots, "snapshots")
     rngs = [np.random.default_rng(s) for s in seeds]
     probe = _population_batch(task, [np.random.default_rng(10_000 + s) for s in seeds], 1)
     n, n_features = probe.features.shape[-2:]
@@ -299,6 +310,9 @@ def init_gradient_norms(task="lookup", d_k=16, scaled=True, seeds=(0,), batch=25
         ``"max_weight"``: the mean over scored rows of the largest attention weight (1 = fully
         saturated).
     """
+    task, scaled = check_task(task), check_bool(scaled, "scaled")
+    seeds, d_k = check_int_sequence(seeds, "seeds"), check_positive_int(d_k, "d_k")
+    batch = check_positive_int(batch, "batch")
     rngs = [np.random.default_rng(s) for s in seeds]
     with threadpool_limits(1):
         params = init_params(rngs, *_sizes(task), d_k=d_k)
@@ -359,6 +373,7 @@ def scaling_runs(task="lookup", d_ks=(4, 16, 64, 256), seeds=(0, 1, 2), steps=12
     runs : dict
         ``runs[d_k, scaled]`` is the list of :class:`Run`, one per seed.
     """
+    d_ks = check_int_sequence(d_ks, "d_ks", minimum=1)  # train checks the rest, before any work
     return {(d_k, scaled): train(task, d_k=d_k, scaled=scaled, seeds=seeds, steps=steps, lr=lr,
                                  batch=batch, optimiser=optimiser, snapshots=snapshots)
             for d_k in d_ks for scaled in (True, False)}

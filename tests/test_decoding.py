@@ -155,3 +155,42 @@ def test_bad_input_is_named(call, exc, pattern):
 def test_the_cache_type_is_a_plain_pair():
     c = KVCache(np.zeros((0, 2)), np.zeros((0, 3)))
     assert c.length == 0 and c.nbytes == 0
+
+
+# --- immutability ------------------------------------------------------------------------------
+
+
+def test_the_cache_arrays_are_read_only():
+    c = append_kv(empty_cache(2), [[1.0, 2.0]], [[3.0, 4.0]])
+    for arr in (c.keys, c.values):
+        assert not arr.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        c.keys[0, 0] = 42.0
+    with pytest.raises(ValueError, match="read-only"):
+        c.values[...] = 0.0
+    assert c.keys.tolist() == [[1.0, 2.0]] and c.values.tolist() == [[3.0, 4.0]]
+    for arr in (empty_cache(3).keys, decode_sequence(np.ones((2, 2)), np.ones((2, 2)),
+                                                     np.ones((2, 2)))[1].values):
+        assert not arr.flags.writeable
+
+
+def test_appending_to_a_read_only_cache_still_works():
+    c = empty_cache(2, 1)
+    for t in range(3):
+        c = append_kv(c, [[t, t + 1.0]], [[10.0 * t]])
+    assert c.keys.tolist() == [[0.0, 1.0], [1.0, 2.0], [2.0, 3.0]]
+    assert c.values[:, 0].tolist() == [0.0, 10.0, 20.0] and not c.keys.flags.writeable
+    out, _ = decode_step([[0.0, 1.0]], c)
+    assert out.flags.writeable  # results are the caller's own arrays
+
+
+def test_the_callers_arrays_are_not_frozen():
+    k_new, v_new = np.array([[1.0, 2.0]]), np.array([[3.0, 4.0]])
+    c = append_kv(empty_cache(2), k_new, v_new)
+    k_new[0, 0] = 9.0  # the caller may go on using its arrays ...
+    assert c.keys[0, 0] == 1.0  # ... without changing the cache
+    keys, values = np.zeros((1, 2)), np.zeros((1, 3))
+    direct = KVCache(keys, values)
+    keys[0, 0] = 5.0  # a cache built directly is a read-only view, not a freeze of the input
+    assert keys.flags.writeable and values.flags.writeable
+    assert not direct.keys.flags.writeable and not direct.values.flags.writeable

@@ -7,8 +7,10 @@ a list of known wrong variants (:class:`Mistake`) and names the first one that r
 otherwise it says what is off (shape, NaN, how many entries) without showing the answer.
 """
 
+import ctypes
 import os
 import sysconfig
+import threading
 import traceback
 import warnings
 from dataclasses import dataclass, field
@@ -19,6 +21,13 @@ from ._base import NO_ANSWER, Feedback, not_yet, right
 
 #: Relative and absolute tolerance of a learner's float64 result against attn_core's.
 RTOL, ATOL = 1e-6, 1e-9
+
+#: Seconds a learner's function may run on one input before the check gives up on it.
+TIME_LIMIT = 5.0
+
+#: A result in a lower-precision float dtype counts as "right to its precision" within this
+#: many units of that dtype's machine epsilon (relative and absolute).
+LOW_PRECISION_EPS = 16
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _LIBRARY_DIRS = tuple(os.path.dirname(p) + os.sep for p in (np.__file__,)) + (
@@ -63,7 +72,62 @@ def unanswered(hint):
 
 
 def _copy(x):
-    return x.copy() if isinstance(x, np.ndarray) else x
+    """A writeable copy of an array input (the learner may change it in place), else ``x``."""
+    return np.array(x, copy=True) if isinstance(x, np.ndarray) else x
+
+
+class _Outcome:
+    """What the learner's function did in its thread: a result, an exception, or neither yet."""
+
+    def __init__(self):
+        self.result, self.error, self.done = None, None, threading.Event()
+
+
+def _stop_thread(thread):
+    """Ask a runaway thread to stop: raise SystemExit inside it at its next bytecode.
+
+    Best effort (CPython only): a pure-Python loop stops within microseconds; a thread stuck
+    inside one long C call stops when that call returns. The thread is a daemon either way,
+    so it never keeps the interpreter from exiting.
+    """
+    set_async_exc = getattr(getattr(ctypes, "pythonapi", None), "PyThreadState_SetAsyncExc", None)
+    if set_async_exc is not None and thread.ident is not None and thread.is_alive():
+        set_async_exc(ctypes.c_ulong(thread.ident), ctypes.py_object(SystemExit))
+
+
+def run_with_time_limit(fn, args, kwargs, limit=None):
+    """Run ``fn(*args, **kwargs)`` in a daemon thread; wait at most ``limit`` seconds.
+
+    ``limit`` defaults to :data:`TIME_LIMIT`.
+
+    Returns
+    -------
+    outcome : object with ``result``, ``error`` and ``done`` (a threading.Event)
+        ``done`` is unset when the function did not return in time; the thread is then
+        asked to stop and left behind.
+
+    Notes
+    -----
+    A thread, not a signal: ``signal.alarm`` exists only on Unix and only in the main thread,
+    and JupyterLab kernels, nbval and plain Python all allow threads. Floating-point warnings
+    are silenced inside the thread (``np.errstate`` is per thread).
+    """
+    outcome = _Outcome()
+
+    def target():
+        try:
+            with np.errstate(all="ignore"):
+                outcome.result = fn(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - reported to the caller, not raised here
+            outcome.error = exc
+        finally:
+            outcome.done.set()
+
+    thread = threading.Thread(target=target, name="learner-function", daemon=True)
+    thread.start()
+    if not outcome.done.wait(TIME_LIMIT if limit is None else limit):
+        _stop_thread(thread)
+    return outcome
 
 
 def _learner_frame(exc):
@@ -73,26 +137,51 @@ def _learner_frame(exc):
     return frames[-1] if frames else None
 
 
+class LearnerTimeout(Exception):
+    """The learner's function did not return within :data:`TIME_LIMIT` seconds."""
+
+
+def time_limit_message(where=""):
+    """The feedback sentence for a function that overran (``where``: " on the worked example")."""
+    return (f"your function did not return within {TIME_LIMIT:g} s{where}: look for a loop "
+            f"that never ends.")
+
+
+def run_learner(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` under the time limit: its result, its exception re-raised, or
+    :class:`LearnerTimeout` (for the checks that handle the learner's errors themselves)."""
+    outcome = run_with_time_limit(fn, args, kwargs)
+    if not outcome.done.is_set():
+        raise LearnerTimeout(time_limit_message())
+    if outcome.error is not None:
+        raise outcome.error
+    return outcome.result
+
+
 def call(fn, case, stub_hint, passed_before=False):
     """Run ``fn`` on ``case``: ``(result, None)``, or ``(None, feedback)`` (stub or error)."""
     args = tuple(_copy(a) for a in case.args)
     kwargs = {key: _copy(a) for key, a in case.kwargs.items()}
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        try:
-            result = fn(*args, **kwargs)
-        except NotImplementedError:
-            return None, unanswered(stub_hint)
-        except Exception as exc:  # the learner's bug becomes feedback, not a traceback
-            frame = _learner_frame(exc)
-            where = (f" (line {frame.lineno} of your code: `{(frame.line or '').strip()}`)"
-                     if frame else "")
-            message = str(exc).splitlines()[0] if str(exc) else ""
-            text = (f"your function raised {type(exc).__name__}"
-                    f"{': ' + message if message else ''} on {case.label}{where}.")
-            if case.batched and passed_before:
-                text += " " + BATCH_HINT
-            return None, not_yet(text)
+        outcome = run_with_time_limit(fn, args, kwargs)
+    if not outcome.done.is_set():
+        return None, not_yet(time_limit_message(f" on {case.label}"))
+    exc, result = outcome.error, outcome.result
+    if isinstance(exc, NotImplementedError):
+        return None, unanswered(stub_hint)
+    if exc is not None and not isinstance(exc, Exception):
+        raise exc  # KeyboardInterrupt, SystemExit: not the learner's bug to report
+    if exc is not None:  # the learner's bug becomes feedback, not a traceback
+        frame = _learner_frame(exc)
+        where = (f" (line {frame.lineno} of your code: `{(frame.line or '').strip()}`)"
+                 if frame else "")
+        message = str(exc).splitlines()[0] if str(exc) else ""
+        text = (f"your function raised {type(exc).__name__}"
+                f"{': ' + message if message else ''} on {case.label}{where}.")
+        if case.batched and passed_before:
+            text += " " + BATCH_HINT
+        return None, not_yet(text)
     if result is None or result is Ellipsis:
         return None, unanswered(stub_hint)
     return result, None
@@ -127,6 +216,26 @@ def _variant(mistake, case):
         return np.asarray(out, dtype=float)
     except (TypeError, ValueError):
         return None
+
+
+def _low_precision(result):
+    """The dtype of a float result less precise than float64, else None."""
+    dtype = getattr(result, "dtype", None)
+    if dtype is None or dtype.kind != "f" or np.finfo(dtype).eps <= np.finfo(np.float64).eps:
+        return None
+    return dtype
+
+
+def _precision_feedback(dtype, got, expected, what, case):
+    """Feedback naming the dtype when ``got`` is right to ``dtype``'s precision, else None."""
+    tol = LOW_PRECISION_EPS * float(np.finfo(dtype).eps)
+    if got.shape != expected.shape or not np.allclose(got, expected, rtol=tol, atol=tol):
+        return None
+    digits = int(np.finfo(dtype).precision)
+    return not_yet(f"on {case.label} your function returns {dtype}: its {what} are right to "
+                   f"{dtype} precision (about {digits} significant digits), but the check "
+                   f"compares at float64 precision. Compute in float64 and return float64 (do "
+                   f"not convert the inputs or the result to {dtype}).")
 
 
 def _as_array(result, what, case):
@@ -176,6 +285,11 @@ def judge(fn, cases, mistakes, *, what, stub_hint, shape_rule, why):
         if _same(got, expected) and np.isfinite(got).all() == np.isfinite(expected).all():
             passed = True
             continue
+        low = _low_precision(result)
+        if low is not None and not pending:
+            feedback = _precision_feedback(low, got, expected, what, case)
+            if feedback is not None:
+                return feedback
         finite = bool(np.isfinite(got).all())
         if not finite and case.nonfinite_hint and not pending:
             return not_yet(f"on {case.label} your {what} contain NaN or infinite values: "

@@ -10,6 +10,7 @@ from ..attention import attention
 from ..cost import _dtype_size, kv_cache_bytes
 from ..masks import causal_mask
 from ._base import is_unanswered, not_yet, read_number, right, unanswered
+from ._practice import LearnerTimeout, run_learner
 
 __all__ = ["check_decode_row", "check_kv_cache_bytes", "check_longest_context"]
 
@@ -73,10 +74,12 @@ def check_decode_row(fn, n=6, d_k=4, d_v=3, seed=13):
     full, _ = attention(q, k, v, mask=causal_mask(n))
     for t in range(1, n + 1):
         try:
-            result = fn(q[t - 1].copy(), k[:t].copy(), v[:t].copy())
+            result = run_learner(fn, q[t - 1].copy(), k[:t].copy(), v[:t].copy())
             if result is None or result is Ellipsis:
                 return unanswered(f"your function returns None: write its body. {hint}")
             got = np.asarray(result, dtype=float)
+        except LearnerTimeout as exc:
+            return not_yet(f"with {t} cached token(s) {exc}")
         except Exception as exc:  # the learner's code may fail in any way: say how
             return not_yet(f"your function raised {type(exc).__name__}: {exc}. {hint}")
         if got.shape != (d_v,):

@@ -13,7 +13,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from .._validate import as_float_array
+from .._validate import as_float_array, check_bool, check_option
 
 __all__ = ["check_bool", "check_int", "check_matrix", "check_number", "check_option",
            "check_seed"]
@@ -21,21 +21,6 @@ __all__ = ["check_bool", "check_int", "check_matrix", "check_number", "check_opt
 
 def _is_int(value):
     return isinstance(value, Integral) and not isinstance(value, (bool, np.bool_))
-
-
-def check_option(value, name, options, why=""):
-    """``value`` if it is one of ``options`` (ints or strs), as a plain int or str."""
-    listed = ", ".join(repr(o) if isinstance(o, str) else str(o) for o in options)
-    if all(isinstance(o, str) for o in options):
-        if not isinstance(value, str):
-            raise TypeError(f"{name} must be a str, got {type(value).__name__}")
-    elif not _is_int(value):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    else:
-        value = int(value)
-    if value not in options:
-        raise ValueError(f"{name} must be one of {listed}{why}, got {value!r}")
-    return value
 
 
 def check_int(value, name, low, high):
@@ -55,13 +40,6 @@ def check_number(value, name, low, high, why=""):
     if not (math.isfinite(value) and low <= value <= high):
         raise ValueError(f"{name} must be from {low:.3g} to {high:.3g}{why}, got {value:g}")
     return value
-
-
-def check_bool(value, name):
-    """``value`` as a bool (numpy's bool too)."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {type(value).__name__}")
-    return bool(value)
 
 
 def check_seed(seed):

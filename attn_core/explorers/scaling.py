@@ -85,8 +85,9 @@ class ScalingExplorer(Explorer):
             lo, hi = both[name].min(), both[name].max()
             if name == "max_weight":
                 art.ax.set_ylim(0.0, 1.05)
-            else:
-                lo = max(lo, 1e-12)
+            else:  # log axes: down to the smallest positive value, so every marker is on them
+                positive = both[name][both[name] > 0]
+                lo = positive.min() if positive.size else 1e-12
                 art.ax.set_ylim(lo / 3, hi * 3)
         self.bars = figures.weight_bars(self.stats[True, d_k]["row"], ax=axs[0, 1],
                                         title="softmax of row 1", xlabel="key")

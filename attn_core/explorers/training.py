@@ -11,7 +11,8 @@ import ipywidgets as W
 import numpy as np
 
 from .. import figures
-from ..training import running_mean, scaling_runs
+from ..training import Run, running_mean, scaling_runs
+from .arguments import check_bool, check_int, check_option
 from .base import (
     STYLE,
     Explorer,
@@ -41,9 +42,15 @@ class TrainingExplorer(Explorer):
 
     def __init__(self, runs=None, d_k=None, scaled=True, seed_index=0):
         super().__init__()
-        self.runs = scaling_runs(seeds=(0,), steps=120) if runs is None else runs
+        scaled = check_bool(scaled, "scaled")
+        self.runs = scaling_runs(seeds=(0,), steps=120) if runs is None else _check_runs(runs)
         d_ks = sorted({key[0] for key in self.runs})
-        d_k = d_ks[-1] if d_k is None else d_k
+        d_k = d_ks[-1] if d_k is None else check_option(d_k, "d_k", d_ks, " (the runs' widths)")
+        if (d_k, scaled) not in self.runs:
+            raise ValueError(f"runs has no entry for d_k = {d_k}, scaled = {scaled}; it has "
+                             f"{sorted(self.runs)}")
+        shortest = min(len(rs) for rs in self.runs.values())
+        seed_index = check_int(seed_index, "seed_index", 0, shortest - 1)
         first = self.runs[d_k, scaled][seed_index]
         self.seed_index = seed_index
         self.steps = [int(s) for s in first.snapshot_steps]
@@ -108,6 +115,19 @@ class TrainingExplorer(Explorer):
                 "map": np.array(np.ma.getdata(self.art.map.image.get_array()), dtype=float),
                 "query_row": read_tables(self.readout.value)["query_row"][0],
                 "readout": _text_of(self.readout.value)}
+
+
+def _check_runs(runs):
+    """``runs`` if it maps ``(d_k, scaled)`` to non-empty lists of Run, as scaling_runs does."""
+    if not isinstance(runs, dict) or not runs:
+        raise TypeError("runs must be a non-empty dict {(d_k, scaled): [Run, ...]} as returned "
+                        f"by attn_core.training.scaling_runs, got {type(runs).__name__}")
+    for key, rs in runs.items():
+        if not (isinstance(key, tuple) and len(key) == 2 and isinstance(rs, (list, tuple))
+                and rs and all(isinstance(r, Run) for r in rs)):
+            raise TypeError("runs must map (d_k, scaled) to a non-empty list of Run, as "
+                            f"scaling_runs returns; got {key!r}: {type(rs).__name__}")
+    return runs
 
 
 def training_explorer(runs=None, d_k=None, scaled=True, seed_index=0):

@@ -21,6 +21,7 @@ from .._validate import as_float_array, check_positive_int
 from ..multihead import multi_head_attention
 from .encoder import EncoderWeights
 from .head_roles import next_token_score  # a head-role score; kept importable from here
+from .layers import _attention_mask
 
 __all__ = [
     "PairComparison",
@@ -53,6 +54,19 @@ def _positions(positions, n, name):
     return arr
 
 
+def _position(position, n, name):
+    """One int position between 0 and ``n - 1`` (a list of them is refused)."""
+    if not isinstance(position, (int, np.integer)) or isinstance(position, (bool, np.bool_)):
+        raise TypeError(f"{name} must be one int position between 0 and {n - 1}, "
+                        f"got {position!r}")
+    return _positions(position, n, name)
+
+
+def _weights_on(a, query, keys, names):
+    q, k = _position(query, a.shape[-1], names[0]), _positions(keys, a.shape[-1], names[1])
+    return a[..., q[0], k]  # (..., n, n) -> (..., len(keys))
+
+
 def weights_on(attentions, query, keys):
     """The weights that the row of ``query`` puts on each of ``keys``, in every head.
 
@@ -76,11 +90,7 @@ def weights_on(attentions, query, keys):
     >>> weights_on(a, 2, [0, 1])
     array([0.2, 0.3])
     """
-    a = _attentions(attentions, "attentions")
-    n = a.shape[-1]
-    (q,) = _positions(query, n, "query")
-    k = _positions(keys, n, "keys")
-    return a[..., q, k]  # (..., n, n) -> (..., len(keys))
+    return _weights_on(_attentions(attentions, "attentions"), query, keys, ("query", "keys"))
 
 
 @dataclass(frozen=True)
@@ -151,12 +161,12 @@ def compare_pair(attn_a, attn_b, query_a, query_b, keys_a, keys_b):
     if a.shape[:-2] != b.shape[:-2]:
         raise ValueError("attn_a and attn_b must have the same leading shape (layers, heads), "
                          f"got {a.shape} and {b.shape}")
-    ka = _positions(keys_a, a.shape[-1], "keys_a")
-    kb = _positions(keys_b, b.shape[-1], "keys_b")
-    if ka.size != kb.size:
+    before = _weights_on(a, query_a, keys_a, ("query_a", "keys_a"))
+    after = _weights_on(b, query_b, keys_b, ("query_b", "keys_b"))
+    if before.shape[-1] != after.shape[-1]:
         raise ValueError(f"keys_a and keys_b must name the same number of candidates, got "
-                         f"{ka.tolist()} and {kb.tolist()}")
-    return PairComparison(weights_on(a, query_a, ka), weights_on(b, query_b, kb))
+                         f"{np.atleast_1d(keys_a).tolist()} and {np.atleast_1d(keys_b).tolist()}")
+    return PairComparison(before, after)
 
 
 def attention_update_ratio(weights, hidden_states, attention_mask=None):
@@ -198,7 +208,7 @@ def attention_update_ratio(weights, hidden_states, attention_mask=None):
                          f"{weights.d_model}) for this model, got {hs.shape}")
     mask = None
     if attention_mask is not None:
-        keep = np.asarray(attention_mask).astype(bool)
+        keep = _attention_mask(attention_mask, (*hs.shape[:-3], hs.shape[-2]))  # (..., n)
         mask = keep[..., None, None, :]  # (..., n) -> (..., 1, 1, n): every head and query
     ratios = []
     for i, lw in enumerate(weights.layers):
