@@ -22,7 +22,8 @@ Above them, still pure numpy:
   data, sampling, checkpoints and training; the one layer norm, GELU and optimiser of the
   package
 * :mod:`attn_core.training`  -- the one-head model of notebook 12, trained on the toy tasks
-  of :mod:`attn_core.tasks` (it steps with ``nn.optim``; nothing below imports it)
+  of :mod:`attn_core.tasks` (it steps with ``nn.optim``; nothing below imports it);
+  :mod:`attn_core.scaling_table` -- its scaling experiment over 20 seeds, stored as data
 
 Four subpackages build on them, each importing only downwards (maths <- nn <- model <-
 figures <- explorers; checks use the maths, nn and the model):
