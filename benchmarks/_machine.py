@@ -1,4 +1,5 @@
-"""What the benchmark ran on, and how busy the machine was meanwhile (benchmark helpers only)."""
+"""What the benchmark ran on, how busy the machine was meanwhile, and interleaved timing
+(benchmark helpers only)."""
 
 import os
 import platform
@@ -125,3 +126,16 @@ def _version(name):
         return version(name)
     except Exception:  # noqa: BLE001 - absent or unversioned: say so
         return "not installed"
+
+
+def interleaved(contenders, rounds):
+    """{name: [seconds per round]} and {name: last output}; order rotates every round."""
+    names = list(contenders)
+    outputs = {name: contenders[name]() for name in names}  # warm-up, and the output checked
+    times = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            start = time.perf_counter()
+            contenders[name]()
+            times[name].append(time.perf_counter() - start)
+    return times, outputs

@@ -83,18 +83,6 @@ RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 # --- measuring -------------------------------------------------------------------------------
 
 
-def interleaved(contenders, rounds):
-    """{name: [seconds per round]} and {name: last output}; order rotates every round."""
-    names = list(contenders)
-    outputs = {name: contenders[name]() for name in names}  # warm-up, and the output checked
-    times = {name: [] for name in names}
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[: r % len(names)]:
-            start = time.perf_counter()
-            contenders[name]()
-            times[name].append(time.perf_counter() - start)
-    return times, outputs
-
 
 def summary(times, ref="torch"):
     """{name: (median seconds, median of the per-round ratios to ref, IQR / median)}."""
@@ -183,7 +171,7 @@ def forward_section(torch, dtype, causal, rounds_scale, failures):
     for n in SIZES:
         q, k, v = problem(n, dtype)
         contenders, mask = forward_contenders(torch, q, k, v, causal)
-        times, outputs = interleaved(contenders, max(3, int(ROUNDS[n] * rounds_scale)))
+        times, outputs = _machine.interleaved(contenders, max(3, int(ROUNDS[n] * rounds_scale)))
         check(outputs, q, k, v, mask, failures, f"{np.dtype(dtype).name} causal={causal} n={n}")
         rows.append((n, summary(times)))
         st = rows[-1][1]
@@ -236,7 +224,7 @@ def lever_section(torch, rounds_scale, failures):
     for n in GOAL_SIZES:
         q, k, v = problem(n, np.float32)
         c = lever_contenders(torch, q, k, v)
-        times, outputs = interleaved(c, max(3, int(ROUNDS[n] * rounds_scale)))
+        times, outputs = _machine.interleaved(c, max(3, int(ROUNDS[n] * rounds_scale)))
         check(outputs, q, k, v, None, failures, f"levers n={n}")
         rows.append((n, summary(times)))
         print(f"  levers n={n} done", flush=True)
@@ -251,7 +239,7 @@ def goal_only(torch, rounds_scale, failures):
         c = {"torch": torch_sdpa(torch, q, k, v, False),
              "fast": lambda q=q, k=k, v=v: fast_attention(q, k, v),
              "attention": lambda q=q, k=k, v=v: attn_core.attention(q, k, v)[0]}
-        times, outputs = interleaved(c, max(3, int(ROUNDS[n] * rounds_scale)))
+        times, outputs = _machine.interleaved(c, max(3, int(ROUNDS[n] * rounds_scale)))
         check(outputs, q, k, v, None, failures, f"wait policy n={n}")
         rows.append((n, {name: list(st) for name, st in summary(times).items()}))
     return rows

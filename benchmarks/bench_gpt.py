@@ -24,7 +24,6 @@ Run on a quiet machine: ``.venv/bin/python benchmarks/bench_gpt.py`` (a few minu
 
 import argparse
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -66,19 +65,6 @@ def full_run_shapes():
     vocab, train_ids, _ = train_gpt.data()
     return train_gpt.config_for(vocab), train_gpt.TRAIN, train_ids
 
-
-def interleaved(contenders, rounds):
-    """{name: [seconds per round]}; the order rotates every round (after one warm-up)."""
-    names = list(contenders)
-    for name in names:
-        contenders[name]()
-    times = {name: [] for name in names}
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[: r % len(names)]:
-            start = time.perf_counter()
-            contenders[name]()
-            times[name].append(time.perf_counter() - start)
-    return times
 
 
 # --- 1. a training step ----------------------------------------------------------------------
@@ -155,7 +141,7 @@ def train_section(torch, rounds):
         with threadpool_limits(limits=1):
             return ours_1()
 
-    times = interleaved({"attn_core.nn (numpy)": ours, "PyTorch": theirs,
+    times, _ = _machine.interleaved({"attn_core.nn (numpy)": ours, "PyTorch": theirs,
                          "numpy step, 1 BLAS thread": ours_one_thread,
                          "numpy forward + loss": ours_forward,
                          "PyTorch forward + loss (no grad)": theirs_forward}, rounds)
@@ -185,7 +171,7 @@ def sample_section(rounds, base):
         n_new = n - 1
         same = np.array_equal(generate(params, config, [0], n_new, seed=1).ids,
                               generate_recompute(params, config, [0], n_new, seed=1))
-        times = interleaved({
+        times, _ = _machine.interleaved({
             "kv": lambda n_new=n_new: generate(params, config, [0], n_new, seed=1),
             "recompute": lambda n_new=n_new: generate_recompute(params, config, [0], n_new,
                                                                 seed=1),

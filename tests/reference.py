@@ -320,3 +320,23 @@ def assert_unanswered(feedback):
     """A check's answer to the placeholder: falsy, "No answer yet", and a hint."""
     assert not feedback
     assert "No answer yet" in feedback.message and "Hint:" in feedback.message
+
+
+def numeric_grad(f, x, h=1e-6):
+    """Central differences of the scalar function ``f`` at every entry of ``x``, in float64.
+
+    ``f`` is called with a float64 copy of ``x`` nudged by ``+-h`` at one entry at a time (the
+    caller's array is never changed). The error is about ``h**2`` times the third derivative,
+    from the formula, plus ``1e-16 / h`` from rounding: about 1e-10 for ``h = 1e-6``.
+    """
+    x = np.array(x, dtype=np.float64)
+    grad = np.zeros_like(x)
+    for idx in np.ndindex(x.shape):
+        old = x[idx]
+        x[idx] = old + h
+        up = f(x)
+        x[idx] = old - h
+        down = f(x)
+        x[idx] = old
+        grad[idx] = (up - down) / (2 * h)
+    return grad

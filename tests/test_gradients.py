@@ -21,23 +21,8 @@ from attn_core import (
 
 import reference as ref
 
-EPS = 1e-6
 FD_TOL = {"rtol": 1e-5, "atol": 1e-7}
 
-
-def numeric_grad(f, x):
-    """Central differences of the scalar function ``f`` at every entry of float64 ``x``."""
-    x = np.array(x, dtype=np.float64)
-    grad = np.zeros_like(x)
-    for idx in np.ndindex(x.shape):
-        old = x[idx]
-        x[idx] = old + EPS
-        up = f(x)
-        x[idx] = old - EPS
-        down = f(x)
-        x[idx] = old
-        grad[idx] = (up - down) / (2 * EPS)
-    return grad
 
 
 def as64(p):
@@ -57,7 +42,7 @@ def test_softmax_backward_matches_finite_differences(batch, n, spread, seed, axi
     upstream = g.standard_normal(x.shape)
     axis = -1 if axis_last or x.ndim == 1 else 0
     grad = softmax_backward(softmax(x, axis=axis), upstream, axis=axis)
-    expected = numeric_grad(lambda z: float((softmax(z, axis=axis) * upstream).sum()), x)
+    expected = ref.numeric_grad(lambda z: float((softmax(z, axis=axis) * upstream).sum()), x)
     np.testing.assert_allclose(grad, expected, **FD_TOL)
 
 
@@ -108,7 +93,7 @@ def test_attention_backward_matches_finite_differences(p, scale, seed):
             args = {**inputs, name: z}
             return float((attention(**args, mask=mask, scale=scale)[0] * upstream).sum())
         assert grads[i].shape == inputs[name].shape
-        np.testing.assert_allclose(grads[i], numeric_grad(loss, inputs[name]), **FD_TOL,
+        np.testing.assert_allclose(grads[i], ref.numeric_grad(loss, inputs[name]), **FD_TOL,
                                    err_msg=f"grad_{name}")
 
 
@@ -206,7 +191,7 @@ def test_multi_head_attention_backward_matches_finite_differences(problem):
             # a None bias is the zero bias: pass it explicitly so it can be perturbed
             return float((mha_call({**params, name: z}, h, mask, True) * upstream).sum())
         assert grads[name].shape == value.shape
-        np.testing.assert_allclose(grads[name], numeric_grad(loss, value), **FD_TOL,
+        np.testing.assert_allclose(grads[name], ref.numeric_grad(loss, value), **FD_TOL,
                                    err_msg=name)
 
 

@@ -37,24 +37,11 @@ from attn_core.nn import (
     mlp_backward,
 )
 
-from reference import FAST, assert_clear_error, batch_shapes
+from reference import FAST, assert_clear_error, batch_shapes, numeric_grad
 
 H = 1e-6  # central differences: error ~ H^2 * f''' ~ 1e-12, rounding ~ 1e-16 / H ~ 1e-10
 FD_TOL = {"rtol": 1e-6, "atol": 1e-7}
 
-
-def numeric_grad(f, x):
-    """Central finite differences of the scalar ``f`` at every entry of ``x`` (float64)."""
-    grad = np.zeros_like(x)
-    for idx in np.ndindex(x.shape):
-        old = x[idx]
-        x[idx] = old + H
-        up = f(x)
-        x[idx] = old - H
-        down = f(x)
-        x[idx] = old
-        grad[idx] = (up - down) / (2 * H)
-    return grad
 
 
 def check_grads(loss, args, grads):
