@@ -57,14 +57,26 @@ def _check_block(x, p, n_heads, eps):
     if missing:
         raise ValueError(f"p is missing the block parameter(s) {missing}")
     shapes = block_shapes(x.shape[-1], np.shape(p["mlp.w_in"])[-1])
-    checked = {}
-    for name, shape in shapes.items():
-        a = as_float_array(p[name], f"p[{name!r}]")
-        if a.shape != shape:
-            raise ValueError(f"p[{name!r}] must have shape {shape} for d_model = "
-                             f"{x.shape[-1]}, got shape {a.shape}")
-        checked[name] = a.astype(np.result_type(x, a), copy=False)
+    checked = check_shaped(p, shapes, "p", f"for d_model = {x.shape[-1]}")
+    checked = {name: a.astype(np.result_type(x, a), copy=False) for name, a in checked.items()}
     return x.astype(np.result_type(x, *checked.values()), copy=False), checked, n_heads, eps
+
+
+def check_shaped(arrays, shapes, name, context):
+    """``{key: float ndarray}`` for every key of ``shapes``, each checked to have its shape.
+
+    ``arrays[key]`` goes through the package's float check (named ``name[key]``); a wrong
+    shape is a ValueError that names the key, the shape expected ``context`` and the shape
+    given. Shared by a block's and the whole model's parameter checks.
+    """
+    checked = {}
+    for key, shape in shapes.items():
+        a = as_float_array(arrays[key], f"{name}[{key!r}]")
+        if a.shape != shape:
+            raise ValueError(f"{name}[{key!r}] must have shape {shape} {context}, got shape "
+                             f"{a.shape}")
+        checked[key] = a
+    return checked
 
 
 def _attn_args(p):

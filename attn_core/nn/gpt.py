@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import (
-    as_float_array,
     check_float_dtype,
     check_positive_int,
     check_result,
@@ -21,7 +20,14 @@ from .._validate import (
     perturb_init,
 )
 from ..gradients import _weight_grad
-from .block import BLOCK_KEYS, _block_backward_parts, _block_parts, block_params, block_shapes
+from .block import (
+    BLOCK_KEYS,
+    _block_backward_parts,
+    _block_parts,
+    block_params,
+    block_shapes,
+    check_shaped,
+)
 from .embeddings import _embed, _embed_backward, check_ids
 from .layer_norm import _layer_norm_backward_parts, _layer_norm_parts
 from .loss import _cross_entropy
@@ -167,13 +173,7 @@ def check_params(params, config):
     extra = sorted(set(params) - set(shapes))
     if extra:
         raise ValueError(f"params has parameter(s) this config does not: {extra[:6]}")
-    checked = {}
-    for name, shape in shapes.items():
-        a = as_float_array(params[name], f"params[{name!r}]")
-        if a.shape != shape:
-            raise ValueError(f"params[{name!r}] must have shape {shape} for this config, got "
-                             f"shape {a.shape}")
-        checked[name] = a
+    checked = check_shaped(params, shapes, "params", "for this config")
     dtypes = {a.dtype for a in checked.values()}
     if len(dtypes) > 1:
         raise ValueError(f"params must all have one dtype, got {sorted(map(str, dtypes))}")
