@@ -11,6 +11,7 @@ The maths modules are pure numpy and never print or plot:
 * :mod:`attn_core.fast`      -- the fastest exact path: query blocks on a thread pool
 * :mod:`attn_core.cost`      -- cells, FLOPs, bytes and timing of attention
 * :mod:`attn_core.decoding`  -- causal attention one token at a time with a key/value cache
+* :mod:`attn_core.positions` -- sinusoidal encodings, rotary embeddings (RoPE), ALiBi's bias
 * :mod:`attn_core.examples`  -- the article's inputs and seeded random inputs
 * :mod:`attn_core.errata`    -- the article's printed numbers beside the computed ones
 
@@ -68,6 +69,7 @@ from .flash import (
 from .gradients import attention_backward, multi_head_attention_backward, softmax_backward
 from .masks import causal_mask, padding_mask, window_mask
 from .multihead import merge_heads, multi_head_attention, split_heads
+from .positions import alibi_bias, alibi_slopes, rope, sinusoidal_positions
 from .softmax import softmax, softmax_jacobian
 
 __version__ = "0.1.0"
@@ -77,6 +79,8 @@ __all__ = [
     "TEACHING_BLOCK_SIZE",
     "MASKED_SCORE",
     "TileStep",
+    "alibi_bias",
+    "alibi_slopes",
     "attention",
     "attention_backward",
     "attention_flops",
@@ -94,9 +98,11 @@ __all__ = [
     "padding_mask",
     "peak_memory",
     "projection_flops",
+    "rope",
     "score_matrix_bytes",
     "score_matrix_cells",
     "scores",
+    "sinusoidal_positions",
     "softmax",
     "softmax_backward",
     "softmax_jacobian",

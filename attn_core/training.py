@@ -33,6 +33,7 @@ from .attention import _scores
 from .gradients import _backward_from_weights
 from .nn.loss import log_softmax
 from .nn.optim import SGD, AdamW
+from .positions import sinusoidal_positions  # one implementation: the positions module's
 from .softmax import stable_softmax
 from .tasks import Batch, check_task, make_batch, n_classes
 
@@ -43,41 +44,6 @@ except ImportError:  # pragma: no cover - threadpoolctl is in requirements.txt
         return nullcontext()
 
 POSITIONS = (None, "learned", "sinusoidal")
-
-
-def sinusoidal_positions(n, d):
-    """Fixed positional encodings: sines and cosines of geometrically spaced frequencies.
-
-    Parameters
-    ----------
-    n : int
-        Number of positions.
-    d : int
-        Width (even).
-
-    Returns
-    -------
-    pe : (n, d) ndarray
-        ``pe[i, 2c] = sin(i / 10000^(2c/d))``, ``pe[i, 2c+1] = cos(i / 10000^(2c/d))``.
-
-    Notes
-    -----
-    .. math:: PE_{i, 2c} = \\sin(i\\,\\omega_c), \\; PE_{i, 2c+1} = \\cos(i\\,\\omega_c),
-              \\quad \\omega_c = 10000^{-2c/d}
-
-    Examples
-    --------
-    >>> sinusoidal_positions(3, 4)[0].tolist()
-    [0.0, 1.0, 0.0, 1.0]
-    """
-    n, d = check_positive_int(n, "n"), check_positive_int(d, "d", minimum=2)
-    if d % 2:
-        raise ValueError(f"d must be even (sine and cosine pairs), got {d}")
-    omega = 10000.0 ** (-np.arange(0, d, 2) / d)  # (d/2,)
-    angle = np.arange(n)[:, None] * omega[None, :]  # (n, 1) * (1, d/2) -> (n, d/2)
-    pe = np.empty((n, d))
-    pe[:, 0::2], pe[:, 1::2] = np.sin(angle), np.cos(angle)
-    return pe
 
 
 def init_params(rngs, n_features, n_out, n, d_model=16, d_k=16, d_v=16, positions=None):

@@ -19,7 +19,6 @@ from attn_core.training import (
     forward,
     init_params,
     loss_and_grads,
-    sinusoidal_positions,
     train,
 )
 
@@ -111,16 +110,6 @@ def test_with_positions_a_permutation_changes_more_than_the_order(positions):
     assert not np.allclose(logits_p, logits[..., perm, :])
 
 
-def test_sinusoidal_positions_against_the_formula():
-    pe = sinusoidal_positions(7, 6)
-    for i in range(7):
-        for c in range(3):
-            angle = i / 10000 ** (2 * c / 6)
-            assert pe[i, 2 * c] == pytest.approx(np.sin(angle))
-            assert pe[i, 2 * c + 1] == pytest.approx(np.cos(angle))
-    assert len({tuple(row) for row in pe.round(6)}) == 7  # every position is distinct
-
-
 def test_lookup_batch_answer_is_the_value_stored_with_the_query_key():
     n_keys = 8
     b = lookup_batch(np.random.default_rng(9), batch=50, n_pairs=5, n_keys=n_keys, n_values=6)
@@ -147,7 +136,6 @@ def test_previous_token_batch_targets_and_pattern():
     (lambda: lookup_batch(np.random.default_rng(0), 2, n_pairs=9, n_keys=8), ValueError,
      r"n_pairs must be <= n_keys"),
     (lambda: train(d_k=0, steps=1), ValueError, r"d_k must be an integer >= 1"),
-    (lambda: sinusoidal_positions(4, 5), ValueError, r"d must be even"),
 ])
 def test_bad_settings_get_a_clear_error(call, exc, pattern):
     ref.assert_clear_error(call, exc, pattern)
