@@ -1,0 +1,154 @@
+"""Checks of notebook 08b's exercises: the learner writes the rotation of RoPE, and two numbers.
+
+The code exercise uses the machinery of :mod:`._practice`: run the learner's
+``rotary_attention(q, k, v, positions, base)`` on several inputs, compare with attn_core
+(:func:`~attn_core.positions.rope` on the queries and keys, then
+:func:`~attn_core.attention.attention`), name the first mistake recognised. The inputs are
+chosen so that the usual mistakes give different outputs: two or more pairs per vector (so
+that the pairing matters), positions that are not ``0, 1, 2, ...`` (so that they must be
+read), ``d_v = d`` (so that rotating the values changes the output) and a small base (so that
+slow pairs turn too).
+"""
+
+import numpy as np
+
+from .. import examples
+from ..attention import attention
+from ..positions import frequencies, rope
+from ._base import check_choice, not_yet, read_number, right, rounding_tolerance
+from ._practice import Case, Mistake, judge
+
+__all__ = ["check_rope_wavelength", "check_rotary_attention", "check_which_depend_on_offset"]
+
+
+def _turn(x, positions, theta, *, pairing="interleaved", sign=1.0):
+    """``x`` with pair c turned by ``sign * positions * theta[c]`` (switches for mistakes)."""
+    d = x.shape[-1]
+    angle = sign * np.asarray(positions, float)[..., None] * theta  # (..., n, d/2)
+    if pairing == "interleaved":
+        a, b = x[..., 0::2], x[..., 1::2]
+    else:
+        a, b = x[..., : d // 2], x[..., d // 2:]
+    ra, rb = a * np.cos(angle) - b * np.sin(angle), a * np.sin(angle) + b * np.cos(angle)
+    out = np.empty(np.broadcast_shapes(x.shape, (*angle.shape[:-1], d)))
+    if pairing == "interleaved":
+        out[..., 0::2], out[..., 1::2] = ra, rb
+    else:
+        out[..., : d // 2], out[..., d // 2:] = ra, rb
+    return out
+
+
+def _rotary(q, k, v, positions, base=10000.0, *, theta=None, which="qk", at=None, **turn):
+    """Attention with rotated queries and keys; switches reproduce the usual mistakes."""
+    d = q.shape[-1]
+    theta = frequencies(d, base) if theta is None else theta(d, base)
+    positions = np.arange(q.shape[-2]) if at == "arange" else positions
+    q = _turn(q, positions, theta, **turn) if "q" in which else q
+    k = _turn(k, positions, theta, **turn) if "k" in which else k
+    v = _turn(v, positions, theta, **turn) if "v" in which else v
+    return attention(q, k, v)[0]
+
+
+def check_rotary_attention(fn):
+    """Check ``fn(q, k, v, positions, base=10000.0)``: attention with RoPE on q and k.
+
+    Pair ``c`` is features ``2c`` and ``2c + 1`` (Su et al. 2021), turned by the angle
+    ``position * base**(-2c/d)``; the values are not rotated; the attention is
+    ``attention(q_rot, k_rot, v)`` with the default scale ``1/sqrt(d)``, no mask.
+    """
+    g = examples.rng(23)
+    cases = []
+    for label, batch, n, d, base, positions in (
+            ("4 tokens at positions 3, 5, 6, 10, d = 4", (), 4, 4, 10000.0, [3, 5, 6, 10]),
+            ("5 tokens at positions 0 to 4, d = 6, base 100", (), 5, 6, 100.0, np.arange(5)),
+            ("a batch of 2 sequences of 3 tokens at positions 7, 2, 9, d = 8", (2,), 3, 8,
+             10000.0, [7, 2, 9]),
+            ("a single token at position 12, d = 4", (), 1, 4, 10000.0, [12])):
+        q, k, v = (g.standard_normal((*batch, n, d)) for _ in range(3))
+        args = (q, k, v, np.asarray(positions), base)
+        want = attention(rope(q, args[3], base), rope(k, args[3], base), v)[0]
+        cases.append(Case(label, args, want, batched=bool(batch)))
+
+    def mistake(hint, **switches):
+        return Mistake(hint, lambda *args: _rotary(*args, **switches))
+
+    mistakes = [
+        mistake("the pairs are the two halves of each vector (feature c with feature c + d/2, "
+                "as in GPT-NeoX); here pair c is the neighbours 2c and 2c + 1.",
+                pairing="halves"),
+        mistake("each pair turns the wrong way: the sine's sign is flipped. The new first "
+                "feature is a cos - b sin, the new second a sin + b cos.", sign=-1.0),
+        mistake("the frequencies are off by one pair: pair c turns by base**(-2c/d), so pair 0 "
+                "turns by 1 radian per position.",
+                theta=lambda d, base: base ** (-(np.arange(0, d, 2) + 2) / d)),
+        mistake("the frequency exponent is off: it is -2c/d for pair c (c counts pairs, not "
+                "features).", theta=lambda d, base: base ** (-np.arange(d // 2) / d)),
+        mistake("the frequency exponent is -(2c + 1)/d: it is -2c/d for pair c, so pair 0 "
+                "turns by exactly 1 radian per position.",
+                theta=lambda d, base: base ** (-(np.arange(0, d, 2) + 1) / d)),
+        mistake("the values are rotated too: RoPE turns only the queries and keys (the "
+                "values carry content, not position).", which="qkv"),
+        mistake("only the queries are rotated: rotate the keys the same way.", which="q"),
+        mistake("only the keys are rotated: rotate the queries the same way.", which="k"),
+        mistake("the positions are taken as 0, 1, 2, ...: use the positions passed in.",
+                at="arange"),
+        mistake("every pair turns at the same rate: pair c's frequency is base**(-2c/d).",
+                theta=lambda d, base: np.ones(d // 2)),
+    ]
+    return judge(fn, cases, mistakes, what="output",
+                 stub_hint="for each pair c of features (2c, 2c + 1) take the angle position * "
+                           "base**(-2c/d) and turn the pair by it (a 2-D rotation), for q and "
+                           "for k; then attend with attention(q_rot, k_rot, v).",
+                 shape_rule="the output has one row per query and as many columns as v, "
+                            "(..., n, d_v)",
+                 why="Each pair turned by its own angle, queries and keys only: your rotary "
+                     "attention agrees with attn_core's rope, batched and at any positions.")
+
+
+def check_rope_wavelength(answer, pair, d, base=10000.0, decimals=1):
+    """Exercise: how many positions pair ``pair`` of a ``d``-wide RoPE takes to turn once."""
+    theta = frequencies(d, base)
+    hint = (f"pair c turns by base**(-2c/d) radians per position; a full turn is 2 pi radians. "
+            f"Give the number of positions to {decimals} decimal(s).")
+    got, feedback = read_number(answer, hint)
+    if feedback is not None:
+        return feedback
+    expected = 2 * np.pi / theta[pair]
+    tol = rounding_tolerance(decimals)
+    if abs(got - 1 / theta[pair]) <= tol:
+        return not_yet(f"that is one radian's worth of positions; a full turn is 2 pi radians. "
+                       f"{hint}")
+    if pair + 1 < theta.size and abs(got - 2 * np.pi / theta[pair + 1]) <= tol:
+        return not_yet(f"that is the next pair's turn: count pairs from c = 0. {hint}")
+    if abs(got - expected) > tol:
+        return not_yet(hint)
+    return right(f"pair {pair} repeats every 2 pi / theta_c positions; the slow pairs repeat "
+                 f"only after thousands of positions, so far-apart tokens stay distinguishable.")
+
+
+#: The schemes of exercise 3: where each puts the position.
+SCHEMES = ("sinusoidal", "learned", "rope", "alibi")
+
+
+def check_which_depend_on_offset(answer):
+    """Exercise: which schemes give a score that depends only on the query-key offset (and
+    on content), whatever the absolute positions? Answer: a set of names from SCHEMES."""
+    hint = ("write the score of a query at position m and a key at n under each scheme: for "
+            "added vectors, (x_m + p_m) W_q . (x_n + p_n) W_k has terms with p_m and p_n "
+            "alone; a rotation or a bias by (m - n) has none.")
+    if answer is None or answer is Ellipsis:
+        return check_choice(answer, None, SCHEMES, hint=hint)
+    try:
+        got = {str(a).strip().lower() for a in answer}
+    except TypeError:
+        return not_yet(f"answer with a set of names such as {{'rope'}}. {hint}")
+    if not got <= set(SCHEMES):
+        return not_yet(f"use names among {list(SCHEMES)}. {hint}")
+    # RoPE: R(m)^T R(n) = R(n - m) (tests/test_positions.py); ALiBi: - slope (m - n)
+    offset_only = {"rope", "alibi"}
+    if got == offset_only:
+        return right("RoPE and ALiBi see only m - n; added positions (fixed or learned) leave "
+                     "terms in the score that depend on where the query and key are.")
+    if got >= offset_only:
+        return not_yet(f"one of those is too many. {hint}")
+    return not_yet(hint)
