@@ -24,7 +24,7 @@ import numpy as np
 
 from ._validate import as_float_array, check_option, check_positive_int, check_positive_number
 
-__all__ = ["PAIRINGS", "alibi_bias", "alibi_slopes", "frequencies", "rope",
+__all__ = ["PAIRINGS", "alibi_bias", "alibi_slopes", "cosine_by_offset", "frequencies", "rope",
            "sinusoidal_positions"]
 
 #: How :func:`rope` pairs the features it rotates: ``"interleaved"`` (features 2c and 2c+1,
@@ -104,6 +104,41 @@ def sinusoidal_positions(n, d, base=10000.0):
     pe = np.empty((n, d))
     pe[:, 0::2], pe[:, 1::2] = np.sin(angle), np.cos(angle)
     return pe
+
+
+def cosine_by_offset(table, m):
+    """Cosine similarity of row ``m`` of a table of position vectors with the rows before it.
+
+    Parameters
+    ----------
+    table : (n, d) array_like
+        One vector per position (sinusoidal, learned, or a vector rotated by :func:`rope`).
+    m : int
+        The query's position, ``0 <= m < n``.
+
+    Returns
+    -------
+    cos : (m + 1,) float64 ndarray
+        ``cos[k] = table[m] . table[m - k] / (|table[m]| |table[m - k]|)``: ``k`` positions back.
+
+    Examples
+    --------
+    >>> cosine_by_offset([[1.0, 0.0], [1.0, 1.0], [0.0, 2.0]], 2).round(4).tolist()
+    [1.0, 0.7071, 0.0]
+    """
+    table = as_float_array(table, "table", min_ndim=2, layout="(n, d)").astype(np.float64)
+    if table.ndim != 2:
+        raise ValueError(f"table must be one vector per position, shape (n, d), got shape "
+                         f"{table.shape}")
+    m = check_positive_int(m, "m", minimum=0)
+    if m >= table.shape[0]:
+        raise ValueError(f"m must be a position of the table, 0 to {table.shape[0] - 1}, got {m}")
+    norms = np.linalg.norm(table[: m + 1], axis=-1)  # (m + 1,)
+    if not (norms > 0).all():
+        raise ValueError("table has an all-zero row among positions 0 to m: no direction to "
+                         "compare")
+    back = table[m::-1]  # (m + 1, d): positions m, m - 1, ..., 0
+    return back @ table[m] / (norms[::-1] * norms[m])  # (m + 1, d) @ (d,) -> (m + 1,)
 
 
 def _check_positions(positions, lead, name="positions"):

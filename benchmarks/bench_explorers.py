@@ -116,6 +116,10 @@ def setups():
     yield "gpt_explorer (new sample)", ex, {"temperature": c["temperature"],
                                             "top_k": c["top_k"]}
     yield "gpt_explorer (new prompt)", ex, {"prompt": (c["prompt"], NEW_PROMPTS)}
+    ex = explorers.positions_explorer()
+    c = ex.controls
+    yield "positions_explorer", ex, {"offset": c["offset"], "query": c["query"],
+                                     "pair": c["pair"], "base": c["base"]}
 
 
 def time_control(explorer, widget):

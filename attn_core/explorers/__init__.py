@@ -15,6 +15,7 @@ module                 explorer
 ``training``           ``training_explorer``: a training run's loss and attention map, step by step
 ``model``              ``model_explorer``: a real pretrained encoder, head by head
 ``gpt``                ``gpt_explorer``: the tiny GPT writing: prompt, temperature, top-k, a head
+``positions``          ``positions_explorer``: the score against the query-key offset, four schemes
 =====================  ==============================================================
 
 Each explorer's factory and class are re-exported here, so a notebook's Try-it cell is
@@ -31,6 +32,7 @@ from .cost import CostExplorer, cost_explorer
 from .gpt import GPTExplorer, gpt_explorer
 from .heads import HeadsExplorer, heads_explorer
 from .masks import MaskExplorer, mask_explorer
+from .positions import PositionsExplorer, positions_explorer
 from .scaling import ScalingExplorer, scaling_explorer
 from .softmax import SoftmaxExplorer, softmax_explorer
 from .tiling import TilingExplorer, tiling_explorer
@@ -44,6 +46,7 @@ __all__ = [
     "HeadsExplorer",
     "MaskExplorer",
     "ModelExplorer",
+    "PositionsExplorer",
     "ScalingExplorer",
     "SoftmaxExplorer",
     "TilingExplorer",
@@ -54,6 +57,7 @@ __all__ = [
     "heads_explorer",
     "mask_explorer",
     "model_explorer",
+    "positions_explorer",
     "read_tables",
     "scaling_explorer",
     "softmax_explorer",

@@ -27,7 +27,8 @@ module                 figures
 ``model_every_head``   ``query_in_every_head``: one query's row in every head
 ``model_roles``        ``role_scores``: head-role scores, layers x heads
 ``model_panels``       the model explorer's figure and its static ``explorer_figure``
-``positions``          ``position_similarity``: the position embeddings' similarity
+``positions``          ``position_similarity``: the position embeddings' similarity;
+                       ``position_schemes``: score against offset, four schemes
 ``training``           ``loss_curves``, ``attention_through_training``, ``training_figure``
 ``gpt``                the tiny GPT: next-character bars above one head's map
 ``alt``                a sentence saying what a figure shows, in the output's metadata
