@@ -27,13 +27,58 @@ from ..positions import alibi_slopes, cosine_by_offset, frequencies, rope, sinus
 from .arguments import check_int, check_number
 from .base import Explorer, _Canvas, _slider, _table, read_tables
 
-__all__ = ["PositionsExplorer", "positions_explorer"]
+__all__ = ["PositionsExplorer", "positions_explorer", "scheme_curves", "scheme_ylims"]
 
 #: ALiBi's head count in the picture (Press et al. 2022's 8-head slopes: 1/2 ... 1/256).
 ALIBI_HEADS = 8
 #: Seed of the content vector that RoPE rotates (the same token at both positions).
 CONTENT_SEED = 8
 BASE_EXPONENTS = (1.0, 5.0)  # the base slider: 10 to 100000
+
+
+def scheme_curves(wpe, content, m, k, pair, base, slopes):
+    """What :func:`~attn_core.figures.position_schemes` draws, for a query at ``m``.
+
+    Parameters
+    ----------
+    wpe : (n_ctx, d) ndarray
+        A learned position table.
+    content : (d,) ndarray
+        The vector RoPE rotates to ``m`` and to ``m - offset``.
+    m, k, pair : int
+        Query position, current offset, feature pair.
+    base : float
+    slopes : (h,) ndarray
+        ALiBi's slopes.
+
+    Returns
+    -------
+    curves : dict
+        ``"sinusoidal"``, ``"learned"``, ``"rope"``: ``(n_ctx,)``; ``"alibi"``: ``(h, n_ctx)``;
+        entry ``j`` is offset ``j``, NaN beyond ``m``.
+    pair_q, pair_k : (2,) ndarrays
+        Pair ``pair`` of the content rotated to ``m`` and to ``m - k``.
+    """
+    n_ctx, d = wpe.shape
+    offsets = np.arange(n_ctx)
+    nan = np.full(n_ctx - m - 1, np.nan)  # offsets beyond m: no key there
+    rotated = rope(np.broadcast_to(content, (n_ctx, d)), offsets, base)  # (n_ctx, d)
+    curves = {
+        "sinusoidal": np.concatenate([cosine_by_offset(sinusoidal_positions(n_ctx, d, base), m),
+                                      nan]),
+        "learned": np.concatenate([cosine_by_offset(wpe, m), nan]),
+        "rope": np.concatenate([cosine_by_offset(rotated, m), nan]),
+        "alibi": np.where(offsets <= m, -slopes[:, None] * offsets, np.nan),  # (h, n_ctx)
+    }
+    return curves, rotated[m, 2 * pair:2 * pair + 2], rotated[m - k, 2 * pair:2 * pair + 2]
+
+
+def scheme_ylims(slopes, n_ctx):
+    """Fixed y ranges of the four panels: cosines in [-1, 1]; ALiBi down to its steepest
+    head's bias at the longest offset (fixed, so that no slider move redraws the axes)."""
+    steepest = float(np.max(slopes))
+    return {"sinusoidal": (-1.05, 1.05), "learned": (-1.05, 1.05), "rope": (-1.05, 1.05),
+            "alibi": (-1.05 * steepest * (n_ctx - 1), 0.05 * steepest * n_ctx)}
 
 
 class PositionsExplorer(Explorer):
@@ -66,32 +111,16 @@ class PositionsExplorer(Explorer):
         self.offsets = np.arange(n_ctx)
         self.canvas = _Canvas(figures.POSITION_SCHEMES_SIZE)
         curves, pq, pk = self._curves()
-        ylims = {"sinusoidal": (-1.05, 1.05), "learned": (-1.05, 1.05), "rope": (-1.05, 1.05),
-                 "alibi": (-1.05 * self.slopes[0] * (n_ctx - 1), 0.05 * self.slopes[0] * n_ctx)}
-        self.art = figures.position_schemes(self.offsets, curves, offset, pq, pk, ylims=ylims,
+        self.art = figures.position_schemes(self.offsets, curves, offset, pq, pk,
+                                            ylims=scheme_ylims(self.slopes, n_ctx),
                                             fig=self.canvas.figure)
         self._start(c["offset"], c["query"], c["pair"], c["base"], self.image, self.readout)
 
     def _curves(self):
         """The curves of the four panels and the pair's two arrows, for the controls' values."""
         c = self.controls
-        m, k, pair, base = c["query"].value, c["offset"].value, c["pair"].value, c["base"].value
-        nan = np.full(self.n_ctx - m - 1, np.nan)  # offsets beyond m: no key there
-
-        def padded(values):
-            return np.concatenate([values, nan])
-
-        positions = np.arange(self.n_ctx)
-        rotated = rope(np.broadcast_to(self.content, (self.n_ctx, self.d)), positions, base)
-        curves = {
-            "sinusoidal": padded(cosine_by_offset(sinusoidal_positions(self.n_ctx, self.d, base),
-                                                  m)),
-            "learned": padded(cosine_by_offset(self.wpe, m)),
-            "rope": padded(cosine_by_offset(rotated, m)),
-            "alibi": np.where(self.offsets <= m, -self.slopes[:, None] * self.offsets, np.nan),
-        }
-        pq, pk = rotated[m, 2 * pair:2 * pair + 2], rotated[m - k, 2 * pair:2 * pair + 2]
-        return curves, pq, pk
+        return scheme_curves(self.wpe, self.content, c["query"].value, c["offset"].value,
+                             c["pair"].value, c["base"].value, self.slopes)
 
     def _update(self):
         c = self.controls
