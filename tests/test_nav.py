@@ -50,8 +50,14 @@ def test_course_list_is_numbered_in_order():
     names = [name for name, _, _ in nav.COURSE]
     assert names[0] == "00-index.ipynb"
     numbered = [name for name in names if not nav.is_appendix(name)]
-    for i, name in enumerate(numbered):
+    # two digits in order without gaps; an inserted section (08b) follows its parent (08)
+    main = [name for name in numbered if not nav.is_inserted(name)]
+    for i, name in enumerate(main):
         assert re.fullmatch(rf"{i:02d}-[a-z0-9]+(-[a-z0-9]+)*\.ipynb", name), name
+    for before, name in zip(numbered, numbered[1:]):
+        if nav.is_inserted(name):
+            assert re.fullmatch(r"\d\d[b-z]-[a-z0-9]+(-[a-z0-9]+)*\.ipynb", name), name
+            assert nav.number(before)[:2] == nav.number(name)[:2], (before, name)
     # appendices (appendix-*.ipynb) come after every numbered notebook
     assert names == numbered + [name for name in names if nav.is_appendix(name)]
     for name in names[len(numbered):]:

@@ -19,7 +19,7 @@ spec = importlib.util.spec_from_file_location("course_solutions", ROOT / "tools"
 solutions = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(solutions)
 
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]*-*.ipynb"))
 CHECK_CALL = re.compile(r"^check_\w+\(", re.MULTILINE)
 PLACEHOLDER = re.compile(  # answer = None, a stub that raises, returns None or is `...`
     r"^\s*((answer\w*|prediction|difference) = None\b|raise NotImplementedError"

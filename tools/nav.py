@@ -52,6 +52,8 @@ COURSE = [
      "A token may only draw from itself and earlier tokens: -inf scores before the softmax."),
     ("08-multi-head.ipynb", "Multi-head attention",
      "Several attentions on slices of the dimensions, for about the cost of one."),
+    ("08b-positions.ipynb", "Positions: where each token is",
+     "Attention cannot see order: sinusoidal, learned, rotary (RoPE) and ALiBi positions."),
     ("09-cost.ipynb", "The cost of attention",
      "The n × n matrix makes time and memory quadratic; tiling avoids storing it."),
     ("10-recap.ipynb", "Recap",
@@ -85,9 +87,20 @@ def is_appendix(name):
     return name.startswith("appendix-")
 
 
+def number(name):
+    """'03' for '03-scores.ipynb'; '08b' for '08b-positions.ipynb', a section inserted after 08
+    without renumbering the notebooks after it (two digits, then an optional letter)."""
+    return name.split("-", 1)[0]
+
+
+def is_inserted(name):
+    """A notebook inserted between two numbered ones ('08b-...'): listed under its parent."""
+    return not is_appendix(name) and not number(name).isdigit()
+
+
 def label(name, title):
     """'03 · Step 1: scores' for ('03-scores.ipynb', 'Step 1: scores'); an appendix: its title."""
-    return title if is_appendix(name) else f"{name[:2]} · {title}"
+    return title if is_appendix(name) else f"{number(name)} · {title}"
 
 
 def nav_source(name, existing):
@@ -114,10 +127,14 @@ def map_lines(existing, prefix=""):
             if name in existing:
                 lines += ["", f"[{title}]({prefix}{name}): {line}"]
             continue
+        # an inserted notebook (08b) is a sub-item of its parent: a markdown list renumbers
+        # items by their order, so a second "8." would shift every later number by one
+        marker = f"   - {int(number(name)[:2])}{number(name)[2:]}." if is_inserted(name) \
+            else f"{int(number(name))}."
         if name in existing:
-            lines.append(f"{int(name[:2])}. [{title}]({prefix}{name}): {line}")
+            lines.append(f"{marker} [{title}]({prefix}{name}): {line}")
         else:
-            lines.append(f"{int(name[:2])}. {title} *(not written yet)*: {line}")
+            lines.append(f"{marker} {title} *(not written yet)*: {line}")
     return "\n".join(lines)
 
 

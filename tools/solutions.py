@@ -88,7 +88,7 @@ def execute(nb, timeout=120):
 def with_exercises(prefixes=()):
     """The course notebooks that hold at least one exercise cell (optionally by name prefix)."""
     found = []
-    for path in sorted(NOTEBOOKS.glob("[0-9][0-9]-*.ipynb")):
+    for path in sorted(NOTEBOOKS.glob("[0-9][0-9]*-*.ipynb")):
         if prefixes and not any(path.stem.startswith(p) for p in prefixes):
             continue
         nb = nbformat.read(path, as_version=4)
