@@ -76,6 +76,8 @@ EXPLORERS = {
     "05-softmax.ipynb": [Explorer("softmax_explorer()", ("temperature",))],
     "07-causal-masking.ipynb": [Explorer("mask_explorer()", ("sequence length n",))],
     "08-multi-head.ipynb": [Explorer("heads_explorer()", ("heads h",))],
+    "08b-positions.ipynb": [Explorer("positions_explorer()", ("offset k = m - n",
+                                                              "feature pair c"))],
     "09-cost.ipynb": [Explorer("cost_explorer()", ("sequence length n",)),
                       Explorer("tiling_explorer()", ("tile step",))],
     "11-a-real-model.ipynb": [Explorer(
@@ -507,7 +509,7 @@ def screenshot_themes(page, output, stem, explorer):
 def drive_explorer(page, stem, explorer, latencies):
     output = explorer_output(page, explorer.call)
     output.scroll_into_view_if_needed()
-    where = f"{stem[:2]} {explorer.name}"
+    where = f"{stem.split('-')[0]} {explorer.name}"
     for label in explorer.sliders:
         move_slider(page, output, where, label, latencies)
     if explorer.sentence:
