@@ -21,32 +21,20 @@ from ._practice import Case, Mistake, judge
 __all__ = ["check_rope_wavelength", "check_rotary_attention", "check_which_depend_on_offset"]
 
 
-def _turn(x, positions, theta, *, pairing="interleaved", sign=1.0):
-    """``x`` with pair c turned by ``sign * positions * theta[c]`` (switches for mistakes)."""
-    d = x.shape[-1]
-    angle = sign * np.asarray(positions, float)[..., None] * theta  # (..., n, d/2)
-    if pairing == "interleaved":
-        a, b = x[..., 0::2], x[..., 1::2]
-    else:
-        a, b = x[..., : d // 2], x[..., d // 2:]
-    ra, rb = a * np.cos(angle) - b * np.sin(angle), a * np.sin(angle) + b * np.cos(angle)
-    out = np.empty(np.broadcast_shapes(x.shape, (*angle.shape[:-1], d)))
-    if pairing == "interleaved":
-        out[..., 0::2], out[..., 1::2] = ra, rb
-    else:
-        out[..., : d // 2], out[..., d // 2:] = ra, rb
-    return out
+def _rotary(q, k, v, positions, base=10000.0, *, scale=1.0, base_of=None, pairing="interleaved",
+            which="qk", at=None):
+    """Attention with rotated queries and keys; switches reproduce the usual mistakes, all
+    through :func:`~attn_core.positions.rope`: a frequency exponent off by a constant is
+    ``theta_c`` times a constant (``scale``: positions scaled), a missing factor 2 is another
+    base (``base_of``), a sign flip of the sine is the rotation by minus the position."""
+    positions = np.arange(q.shape[-2]) if at == "arange" else np.asarray(positions, float)
+    positions = scale * positions if not callable(scale) else scale(positions, base, q.shape[-1])
+    base = base if base_of is None else base_of(base)
 
+    def turn(x):
+        return rope(x, positions, base, pairing=pairing)
 
-def _rotary(q, k, v, positions, base=10000.0, *, theta=None, which="qk", at=None, **turn):
-    """Attention with rotated queries and keys; switches reproduce the usual mistakes."""
-    d = q.shape[-1]
-    theta = frequencies(d, base) if theta is None else theta(d, base)
-    positions = np.arange(q.shape[-2]) if at == "arange" else positions
-    q = _turn(q, positions, theta, **turn) if "q" in which else q
-    k = _turn(k, positions, theta, **turn) if "k" in which else k
-    v = _turn(v, positions, theta, **turn) if "v" in which else v
-    return attention(q, k, v)[0]
+    return attention(*(turn(x) if name in which else x for x, name in zip((q, k, v), "qkv")))[0]
 
 
 def check_rotary_attention(fn):
@@ -77,15 +65,17 @@ def check_rotary_attention(fn):
                 "as in GPT-NeoX); here pair c is the neighbours 2c and 2c + 1.",
                 pairing="halves"),
         mistake("each pair turns the wrong way: the sine's sign is flipped. The new first "
-                "feature is a cos - b sin, the new second a sin + b cos.", sign=-1.0),
+                "feature is a cos - b sin, the new second a sin + b cos.", scale=-1.0),
+        # base**(-(2c + 2)/d) = base**(-2/d) * base**(-2c/d): every angle times base**(-2/d)
         mistake("the frequencies are off by one pair: pair c turns by base**(-2c/d), so pair 0 "
                 "turns by 1 radian per position.",
-                theta=lambda d, base: base ** (-(np.arange(0, d, 2) + 2) / d)),
+                scale=lambda p, base, d: p * base ** (-2 / d)),
+        # base**(-c/d) = sqrt(base)**(-2c/d)
         mistake("the frequency exponent is off: it is -2c/d for pair c (c counts pairs, not "
-                "features).", theta=lambda d, base: base ** (-np.arange(d // 2) / d)),
+                "features).", base_of=np.sqrt),
         mistake("the frequency exponent is -(2c + 1)/d: it is -2c/d for pair c, so pair 0 "
                 "turns by exactly 1 radian per position.",
-                theta=lambda d, base: base ** (-(np.arange(0, d, 2) + 1) / d)),
+                scale=lambda p, base, d: p * base ** (-1 / d)),
         mistake("the values are rotated too: RoPE turns only the queries and keys (the "
                 "values carry content, not position).", which="qkv"),
         mistake("only the queries are rotated: rotate the keys the same way.", which="q"),
@@ -93,7 +83,7 @@ def check_rotary_attention(fn):
         mistake("the positions are taken as 0, 1, 2, ...: use the positions passed in.",
                 at="arange"),
         mistake("every pair turns at the same rate: pair c's frequency is base**(-2c/d).",
-                theta=lambda d, base: np.ones(d // 2)),
+                base_of=lambda base: 1.0),
     ]
     return judge(fn, cases, mistakes, what="output",
                  stub_hint="for each pair c of features (2c, 2c + 1) take the angle position * "
