@@ -9,6 +9,11 @@ by ``tools/scaling_table.py``, over more seeds than the notebook trains live, an
 ``attn_core/data/scaling-table.json`` with, for every seed, how much its result moves when
 every initial weight is nudged by one unit in the last place (``ATTN_CORE_PERTURB_INIT``).
 ``tests/test_scaling_table.py`` recomputes it and compares.
+
+The table holds ``d_model = 16`` and one learning rate while ``d_k`` grows. The *sweep*
+(``attn_core/data/scaling-sweep.json``, same tool) answers the objections to that: every width
+(``d_model = d_k = 256`` included) at several learning rates, and two controls that separate
+the two ways a missing ``1/sqrt(d_k)`` can hurt (see :data:`VARIANTS`).
 """
 
 from __future__ import annotations
