@@ -51,6 +51,7 @@ from . import errata, examples
 from .attention import MASKED_SCORE, attention, scores
 from .cost import (
                    attention_flops,
+                   decoding_step_flops,
                    loglog_slope,
                    median_time,
                    peak_memory,
@@ -84,6 +85,7 @@ __all__ = [
     "attention",
     "attention_backward",
     "attention_flops",
+    "decoding_step_flops",
     "causal_mask",
     "errata",
     "examples",

@@ -199,6 +199,41 @@ def layer_flops(n, d_model, h=1, d_ff=None):
             "total": proj + ffn + att}
 
 
+def decoding_step_flops(t, d_model, h=1, d_ff=None, cached=True):
+    """FLOPs of one layer for the newest token of a context of ``t`` tokens.
+
+    Parameters
+    ----------
+    t : int
+        Tokens in the context, the newest included.
+    d_model, h, d_ff : int
+        As in :func:`layer_flops`.
+    cached : bool
+        With a key/value cache (True): the newest token's projections and feed-forward, and
+        attention of its one query over ``t`` cached keys. Without (False): the whole layer
+        recomputed on all ``t`` tokens, :func:`layer_flops` ``(t)``, as a model must whose
+        earlier keys and values change when a token is added (an encoder, no causal mask).
+
+    Returns
+    -------
+    flops : dict
+        ``{"projections", "feed_forward", "attention", "total"}`` as :func:`layer_flops`.
+
+    Examples
+    --------
+    >>> a, b = (decoding_step_flops(512, 64, cached=c)["total"] for c in (True, False))
+    >>> b == 512 * a
+    True
+    """
+    t = check_positive_int(t, "t")
+    if not cached:
+        return layer_flops(t, d_model, h=h, d_ff=d_ff)
+    one = layer_flops(1, d_model, h=h, d_ff=d_ff)
+    att = attention_flops(1, d_model, h=h, n_k=t)["total"]
+    return {"projections": one["projections"], "feed_forward": one["feed_forward"],
+            "attention": att, "total": one["projections"] + one["feed_forward"] + att}
+
+
 def attention_overtakes_at(d_model, h=1, d_ff=None):
     """Smallest ``n`` at which attention's ``n^2`` FLOPs reach the rest of the layer's.
 

@@ -9,6 +9,11 @@ by ``tools/scaling_table.py``, over more seeds than the notebook trains live, an
 ``attn_core/data/scaling-table.json`` with, for every seed, how much its result moves when
 every initial weight is nudged by one unit in the last place (``ATTN_CORE_PERTURB_INIT``).
 ``tests/test_scaling_table.py`` recomputes it and compares.
+
+The table holds ``d_model = 16`` and one learning rate while ``d_k`` grows. The *sweep*
+(``attn_core/data/scaling-sweep.json``, same tool) answers the objections to that: every width
+(``d_model = d_k = 256`` included) at several learning rates, and two controls that separate
+the two ways a missing ``1/sqrt(d_k)`` can hurt (see :data:`VARIANTS`).
 """
 
 from __future__ import annotations
@@ -21,9 +26,11 @@ from pathlib import Path
 import numpy as np
 
 from ._validate import PERTURB_INIT
-from .training import final_loss, scaling_runs
+from .training import final_loss, scaling_runs, train
 
-__all__ = ["SCALING_TABLE", "SETTINGS", "compute_scaling_table", "load_scaling_table"]
+__all__ = ["SCALING_SWEEP", "SCALING_TABLE", "SETTINGS", "SWEEP_SETTINGS", "VARIANTS",
+           "best_rows", "compute_scaling_sweep", "compute_scaling_table", "load_scaling_sweep",
+           "load_scaling_table", "sweep_row"]
 
 #: Where the stored table lives (package data).
 SCALING_TABLE = Path(__file__).parent / "data" / "scaling-table.json"
@@ -31,6 +38,22 @@ SCALING_TABLE = Path(__file__).parent / "data" / "scaling-table.json"
 SETTINGS = {"task": "lookup", "d_ks": [4, 16, 64, 256], "seeds": list(range(20)), "steps": 120,
             "lr": 0.01, "batch": 16}
 FORMAT_VERSION = 1
+
+#: Where the learning-rate sweep with its two controls lives.
+SCALING_SWEEP = Path(__file__).parent / "data" / "scaling-sweep.json"
+#: The four ways of training a width: ``name -> (scaled, e)``, where the initial ``W_q`` and
+#: ``W_k`` are multiplied by ``d_k ** e``, so the starting scores by ``d_k ** (2 e)``. The two
+#: controls separate the two causes a missing 1/sqrt(d_k) could act through: "unscaled,
+#: tempered init" starts with exactly the scaled model's scores (no saturation at the start)
+#: but keeps the unscaled model's step size in the scores; "scaled, saturated init" starts
+#: with the unscaled model's saturated scores but keeps the scaled model's step size.
+VARIANTS = {"scaled": (True, 0.0), "unscaled": (False, 0.0),
+            "unscaled, tempered init": (False, -0.25), "scaled, saturated init": (True, 0.25)}
+#: The sweep: every (d_model, d_k) width, every variant, every learning rate, these seeds.
+SWEEP_SETTINGS = {"task": "lookup", "widths": [[16, 4], [16, 16], [16, 64], [16, 256],
+                                               [256, 256]],
+                  "variants": list(VARIANTS), "lrs": [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2],
+                  "seeds": list(range(10)), "steps": 120, "batch": 16}
 
 
 @contextmanager
@@ -75,6 +98,57 @@ def compute_scaling_table(settings=None):
                      "accuracy": acc.tolist(), "ulp_loss": float(np.abs(loss - loss2).max()),
                      "ulp_accuracy": float(np.abs(acc - acc2).max())})
     return {"format_version": FORMAT_VERSION, "settings": settings, "rows": rows}
+
+
+def sweep_row(d_model, d_k, variant, lr, settings=None):
+    """Train one row of the sweep: ``(final_losses, accuracies)`` over its seeds, (S,) each."""
+    settings = SWEEP_SETTINGS if settings is None else settings
+    scaled, e = VARIANTS[variant]
+    runs = train(settings["task"], d_k=d_k, scaled=scaled, seeds=tuple(settings["seeds"]),
+                 steps=settings["steps"], lr=lr, batch=settings["batch"], d_model=d_model,
+                 qk_gain=float(d_k) ** e, snapshots=2)
+    return np.array([final_loss(r) for r in runs]), np.array([r.accuracy for r in runs])
+
+
+def compute_scaling_sweep(settings=None):
+    """Every width x variant x learning rate of :data:`SWEEP_SETTINGS`, trained as initialised
+    and nudged by one ulp (as :func:`compute_scaling_table`).
+
+    Returns
+    -------
+    sweep : dict
+        ``"settings"``; ``"rows"``: one dict per (d_model, d_k, variant, lr) with the per-seed
+        ``"final_loss"`` and ``"accuracy"`` and ``"ulp_loss"``, the largest change of a seed's
+        final loss under the nudge.
+    """
+    settings = dict(SWEEP_SETTINGS if settings is None else settings)
+    keys = [(dm, dk, var, lr) for dm, dk in settings["widths"] for var in settings["variants"]
+            for lr in settings["lrs"]]
+    plain = {key: sweep_row(*key, settings=settings) for key in keys}
+    with _perturbed_init():
+        nudged = {key: sweep_row(*key, settings=settings)[0] for key in keys}
+    rows = [{"d_model": dm, "d_k": dk, "variant": var, "lr": lr,
+             "final_loss": plain[dm, dk, var, lr][0].tolist(),
+             "accuracy": plain[dm, dk, var, lr][1].tolist(),
+             "ulp_loss": float(np.abs(plain[dm, dk, var, lr][0] - nudged[dm, dk, var, lr]).max())}
+            for dm, dk, var, lr in keys]
+    return {"format_version": FORMAT_VERSION, "settings": settings, "rows": rows}
+
+
+def best_rows(sweep):
+    """``{(d_model, d_k, variant): row}``: for each setting, the row of the learning rate with
+    the lowest mean final loss over the seeds."""
+    best = {}
+    for row in sweep["rows"]:
+        key = (row["d_model"], row["d_k"], row["variant"])
+        if key not in best or np.mean(row["final_loss"]) < np.mean(best[key]["final_loss"]):
+            best[key] = row
+    return best
+
+
+def load_scaling_sweep(path=None):
+    """The stored sweep (:func:`compute_scaling_sweep`'s dict plus how it was made)."""
+    return load_scaling_table(SCALING_SWEEP if path is None else path)
 
 
 def load_scaling_table(path=None):

@@ -46,14 +46,16 @@ except ImportError:  # pragma: no cover - threadpoolctl is in requirements.txt
 POSITIONS = (None, "learned", "sinusoidal")
 
 
-def init_params(rngs, n_features, n_out, n, d_model=16, d_k=16, d_v=16, positions=None):
+def init_params(rngs, n_features, n_out, n, d_model=16, d_k=16, d_v=16, positions=None,
+                qk_gain=1.0):
     """Random initial weights for one model per generator in ``rngs``.
 
     Returns a dict of arrays with a leading seed axis ``(S, rows, cols)``: ``E``
     (n_features, d_model), ``W_q``/``W_k`` (d_model, d_k), ``W_v`` (d_model, d_v), ``W_o``
     (d_v, n_out) and, for ``positions="learned"``, ``pos`` (n, d_model). Entries are normal
     with variance ``1 / rows``, so each product keeps its input's spread (``E`` and ``pos``:
-    variance 1).
+    variance 1); ``W_q`` and ``W_k`` are then multiplied by ``qk_gain``, which multiplies
+    the starting scores by ``qk_gain ** 2`` (the scaling experiment's controls).
     """
     if positions not in POSITIONS:
         raise ValueError(f"positions must be one of {POSITIONS}, got {positions!r}")
@@ -65,7 +67,8 @@ def init_params(rngs, n_features, n_out, n, d_model=16, d_k=16, d_v=16, position
     params = {name: [] for name in shapes}
     for rng in rngs:
         for name, (rows, cols, var) in shapes.items():
-            params[name].append(rng.standard_normal((rows, cols)) * np.sqrt(var))
+            gain = qk_gain if name in ("W_q", "W_k") else 1.0
+            params[name].append(rng.standard_normal((rows, cols)) * (np.sqrt(var) * gain))
     # perturb_init: unchanged unless CI's rounding test asks for a one-ulp nudge
     return {name: perturb_init(np.stack(arrs)) for name, arrs in params.items()}  # (S, rows, cols)
 
@@ -137,8 +140,15 @@ def cross_entropy(logits, targets, scored):
 def loss_and_grads(params, batch, scale=None, positions=None):
     """``(loss, grads, parts)``: each seed's loss (S,), the gradient of every parameter, and
     ``parts`` (weights, and the gradients w.r.t. the scores and q) for inspection."""
-    logits, weights, c = forward(params, batch.features, scale, positions)
+    logits, weights, cache = forward(params, batch.features, scale, positions)
     loss, grad_logits = cross_entropy(logits, batch.targets, batch.scored)
+    grads, parts = backward(params, batch.features, weights, cache, grad_logits, positions)
+    return loss, grads, parts
+
+
+def backward(params, features, weights, c, grad_logits, positions=None):
+    """``(grads, parts)``: the gradient of every parameter from the logits' gradient, by the
+    chain rule through :func:`forward` (``weights`` and ``c`` are its outputs)."""
     grads = {"W_o": _sum_outer(c["out"], grad_logits)}
     grad_out = _lin(grad_logits, params["W_o"].swapaxes(-1, -2))  # (S, b, n, d_v)
     (gq, gk, gv), grad_s = _backward_from_weights(c["q"], c["k"], c["v"], weights, grad_out,
@@ -147,10 +157,10 @@ def loss_and_grads(params, batch, scale=None, positions=None):
     for name, g in (("W_q", gq), ("W_k", gk), ("W_v", gv)):
         grads[name] = _sum_outer(c["x"], g)
         grad_x = grad_x + _lin(g, params[name].swapaxes(-1, -2))  # (S, b, n, d_model)
-    grads["E"] = _sum_outer(batch.features, grad_x)
+    grads["E"] = _sum_outer(features, grad_x)
     if positions == "learned":
         grads["pos"] = grad_x.sum(axis=1)  # (S, b, n, d) -> (S, n, d)
-    return loss, grads, {"weights": weights, "grad_scores": grad_s, "grad_q": gq}
+    return grads, {"weights": weights, "grad_scores": grad_s, "grad_q": gq}
 
 
 def _sum_outer(a, g):
@@ -193,14 +203,15 @@ class Run:
     params: dict = field(default_factory=dict, repr=False)
 
 
-def _population_batch(task, rngs, batch):
+def population_batch(task, rngs, batch):
+    """One batch of ``task`` per generator, stacked: each field gets a leading seed axis."""
     parts = [make_batch(task, rng, batch) for rng in rngs]
     return Batch(*(np.stack([getattr(b, f) for b in parts])
                    for f in ("features", "targets", "scored", "pattern")))  # each (S, b, ...)
 
 
 def train(task="lookup", d_k=16, scaled=True, seeds=(0,), steps=300, lr=0.01, batch=32,
-          optimiser="adam", positions=None, snapshots=16):
+          optimiser="adam", positions=None, snapshots=16, d_model=16, qk_gain=1.0):
     """Train one one-head model per seed on ``task``; return a list of :class:`Run`.
 
     Parameters
@@ -220,6 +231,9 @@ def train(task="lookup", d_k=16, scaled=True, seeds=(0,), steps=300, lr=0.01, ba
     snapshots : int
         How many evenly spaced attention maps of the probe sequence to keep (steps 0 and
         ``steps`` included; every step when ``snapshots > steps``).
+    d_model, qk_gain : int, float
+        Width of the embedding; factor on the initial ``W_q`` and ``W_k`` (see
+        :func:`init_params`).
 
     Examples
     --------
@@ -234,14 +248,17 @@ def train(task="lookup", d_k=16, scaled=True, seeds=(0,), steps=300, lr=0.01, ba
     optimiser = check_option(optimiser, "optimiser", tuple(OPTIMISERS))
     positions = check_option(positions, "positions", POSITIONS)
     snapshots = check_positive_int(snapshots, "snapshots")
+    d_model, qk_gain = check_positive_int(d_model, "d_model"), check_positive_number(qk_gain,
+                                                                                     "qk_gain")
     rngs = [np.random.default_rng(s) for s in seeds]
-    probe = _population_batch(task, [np.random.default_rng(10_000 + s) for s in seeds], 1)
+    probe = population_batch(task, [np.random.default_rng(10_000 + s) for s in seeds], 1)
     n, n_features = probe.features.shape[-2:]
     scale = None if scaled else 1.0
     keep = set(np.linspace(0, steps, snapshots).round().astype(int).tolist())
     losses, snap_steps, snap_weights = np.empty((len(seeds), steps)), [], []
     with threadpool_limits(1):
-        params = init_params(rngs, n_features, n_classes(task), n, d_k=d_k, positions=positions)
+        params = init_params(rngs, n_features, n_classes(task), n, d_model=d_model, d_k=d_k,
+                             positions=positions, qk_gain=qk_gain)
         opt = OPTIMISERS[optimiser](lr)
         for t in range(steps + 1):
             if t in keep:
@@ -249,10 +266,10 @@ def train(task="lookup", d_k=16, scaled=True, seeds=(0,), steps=300, lr=0.01, ba
                 snap_weights.append(forward(params, probe.features, scale, positions)[1][:, 0])
             if t == steps:
                 break
-            losses[:, t], grads, _ = loss_and_grads(params, _population_batch(task, rngs, batch),
+            losses[:, t], grads, _ = loss_and_grads(params, population_batch(task, rngs, batch),
                                                     scale, positions)
             opt.step(params, grads)
-        test = _population_batch(task, [np.random.default_rng(20_000 + s) for s in seeds], 256)
+        test = population_batch(task, [np.random.default_rng(20_000 + s) for s in seeds], 256)
         logits, weights, _ = forward(params, test.features, scale, positions)
     right = logits.argmax(axis=-1) == test.targets  # (S, b, n)
     on = (weights * test.pattern).sum(axis=-1)  # (S, b, n): weight on the right position
@@ -282,7 +299,7 @@ def init_gradient_norms(task="lookup", d_k=16, scaled=True, seeds=(0,), batch=25
     rngs = [np.random.default_rng(s) for s in seeds]
     with threadpool_limits(1):
         params = init_params(rngs, *_sizes(task), d_k=d_k)
-        b = _population_batch(task, rngs, batch)
+        b = population_batch(task, rngs, batch)
         _, grads, parts = loss_and_grads(params, b, None if scaled else 1.0)
     s = len(rngs)
     return {"scores": np.linalg.norm(parts["grad_scores"].reshape(s, -1), axis=1),

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from attn_core.tasks import lookup_batch, make_batch, previous_token_batch
 from attn_core.training import (
-    _population_batch,
     forward,
     init_params,
     loss_and_grads,
+    population_batch,
     train,
 )
 
@@ -27,7 +27,7 @@ import reference as ref
 
 def model(task, seed, d_k=4, positions=None):
     rng = np.random.default_rng(seed)
-    b = _population_batch(task, [rng], 3)
+    b = population_batch(task, [rng], 3)
     n_features, n = b.features.shape[-1], b.features.shape[-2]
     n_out = int(b.targets.max()) + 2
     return init_params([rng], n_features, n_out, n, d_model=6, d_k=d_k, d_v=5,

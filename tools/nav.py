@@ -61,7 +61,8 @@ COURSE = [
     ("11-a-real-model.ipynb", "A real model",
      "The same attention inside a pretrained transformer: its heads, their habits, their limits."),
     ("12-learning-attention.ipynb", "Learning attention",
-     "Backward pass by hand, a head trained in numpy, the √d_k claim tested by training."),
+     "Backward pass by hand, a head trained in numpy, the √d_k claim tested by training; "
+     "it opens with a primer on what it uses: the chain rule, cross-entropy, Adam."),
     ("13-decoding.ipynb", "Decoding with a KV cache",
      "Causal attention one token at a time: the key/value cache, its cost and its memory."),
     ("14-a-tiny-gpt.ipynb", "A tiny GPT",
