@@ -74,6 +74,31 @@ def add_users(root, group, names, passwords=None):
     return made
 
 
+def closed_ancestors(path):
+    """The folders from ``/`` to ``path`` that others may not pass through (no o+x)."""
+    path = Path(path).resolve()
+    return [p for p in [*reversed(path.parents), path] if not os.stat(p).st_mode & 0o001]
+
+
+def grant_traverse(group, path):
+    """Let ``group`` pass through (x only, by an ACL entry) every folder on the way to ``path``
+    that others may not pass (e.g. a checkout under root's 0700 home): the class's servers run
+    the course's venv from there. Returns what to give :func:`revoke_traverse`."""
+    changed = []
+    for folder in closed_ancestors(path):
+        extended = run("getfacl", "--skip-base", "--absolute-names", str(folder)).stdout.strip()
+        run("setfacl", "-m", f"g:{group}:--x", str(folder))
+        changed.append((folder, bool(extended)))
+    return changed
+
+
+def revoke_traverse(group, changed):
+    """Undo :func:`grant_traverse` (a folder that had no ACL before gets none again)."""
+    for folder, extended in changed:
+        cmd = ["setfacl", "-x", f"g:{group}"] if extended else ["setfacl", "-b"]
+        subprocess.run([*cmd, str(folder)], capture_output=True, timeout=30)
+
+
 def remove_users(group, names):
     """Remove the users (and their homes) and the group; what does not exist is skipped."""
     for name in names:
