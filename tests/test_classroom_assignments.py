@@ -9,25 +9,18 @@ nbgrader's own release/autograde of these notebooks is tested in tests/test_grad
 
 import ast
 import copy
-import importlib.util
 import re
 from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import load_module
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "07-causal-masking.ipynb"
 
 
-def load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-A = load("course_nbgrader_assignments", ROOT / "tools" / "nbgrader_assignments.py")
+A = load_module("course_nbgrader_assignments", ROOT / "tools" / "nbgrader_assignments.py")
 WITH_EXERCISES = [p for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
                   if any("exercise" in c.get("metadata", {}).get("tags", [])
                          for c in nbformat.read(p, as_version=4).cells)]

@@ -7,15 +7,13 @@ each; the student had changed the same line of one file and another line of the 
 the first must be listed. tests/test_classroom.py checks the same after the real nbgitpuller.
 """
 
-import importlib.util
 import subprocess
 from pathlib import Path
 
+from conftest import load_module
+
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("course_updates",
-                                              ROOT / "tools" / "course_updates.py")
-U = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(U)
+U = load_module("course_updates", ROOT / "tools" / "course_updates.py")
 
 PULLER = ["-c", "user.email=nbgitpuller@nbgitpuller.link", "-c", "user.name=nbgitpuller"]
 

@@ -24,7 +24,6 @@ Needs root (it creates and removes system users: always, also when a step fails)
 """
 
 import datetime as dt
-import importlib.util
 import json
 import os
 import re
@@ -37,7 +36,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import in_ci
+from conftest import in_ci, load_module
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "07-causal-masking.ipynb"
@@ -47,15 +46,8 @@ HUB_DEADLINE = 480  # the hub stops by itself after this many seconds
 pytestmark = pytest.mark.slow
 
 
-def load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-H = load("classroom_hub_grading", ROOT / "classroom" / "hub.py")
-U = load("classroom_users_grading", ROOT / "classroom" / "users.py")
+H = load_module("classroom_hub_grading", ROOT / "classroom" / "hub.py")
+U = load_module("classroom_users_grading", ROOT / "classroom" / "users.py")
 
 
 # --- what each student writes in the answer cells (by exercise, 1-4) ---------------------------
