@@ -33,7 +33,8 @@
 #                    trying it out; prints its URL and the course's nbgitpuller link
 #                    (CLASSROOM_PORT, default 8000; CLASSROOM_MINUTES stops it after N minutes)
 #   make classroom-env  build the classroom's own environment (classroom/.venv: the course's
-#                    pinned packages + JupyterHub + nbgitpuller; classroom/node_modules: the proxy)
+#                    pinned packages + JupyterHub + nbgitpuller + nbgrader; classroom/node_modules:
+#                    the proxy). A graded class (a Unix user per student): classroom/run.py --help
 #   make clean       remove caches and build files (make distclean also removes .venv)
 #
 # Variables: ARGS (extra pytest options: make test ARGS="-k softmax"), JOBS (pytest-xdist
