@@ -92,7 +92,7 @@ def test_every_exercise_becomes_an_answer_and_a_graded_test(path, whole):
 
 def test_the_solved_assignment_passes_every_test_in_a_kernel():
     """Run the generated source (solutions in place) as nbgrader's autograder would: every
-    graded cell ends without an error and prints the course's "✔ Right." message."""
+    graded cell ends without an error and shows the course's "✔ Right." message."""
     from nbclient import NotebookClient
 
     out, points = A.assignment(nbformat.read(NOTEBOOK, as_version=4))
@@ -104,7 +104,8 @@ def test_the_solved_assignment_passes_every_test_in_a_kernel():
         if cell.cell_type == "code":
             assert not [o for o in cell.outputs if o.output_type == "error"], cell.source
     for cell in graded:
-        text = "".join(o.get("text", "") for o in cell.outputs)
+        text = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
+                       for o in cell.outputs)
         assert text.startswith("✔ Right."), (cell.source, text)
 
 

@@ -11,9 +11,9 @@ From those this writes ``COURSE/source/ASSIGNMENT/NN-name.ipynb`` for nbgrader:
   ``# YOUR CODE HERE`` there), and a placeholder the stub had (``answer = None``) stays in front
   of them, so that an empty answer still reaches the check as "no answer yet";
 * an **autograded test cell** for each check call, worth ``POINTS[check name]`` points (1 by
-  default): it runs the course's check, prints its message (what the student reads in the
-  feedback after grading: the same "✘ Not yet. Hint: ..." that names the mistake in the
-  course) and fails unless the check says right;
+  default): it runs the course's check, shows its message as the course does (a wrapped
+  paragraph; what the student reads in the feedback after grading: the same "✘ Not yet.
+  Hint: ..." that names the mistake in the course) and fails unless the check says right;
 * **hidden tests** where the check's verdict would give the answer away: an exercise whose
   answer is a value (``answer = None`` in the stub: a list of positions, five row sums) has a
   small space of answers, and a right/wrong oracle in the released notebook would let a student
@@ -58,8 +58,10 @@ POINTS = {
 PLACEHOLDER = re.compile(r"^\s*\w+ = (None|\.\.\.)\b")
 #: The test cell's code: the check's message is the cell's output, then the verdict.
 VERDICT = """\
+from IPython.display import display
+
 feedback = {call}
-print(feedback)  # the course's own message: right, or the hint that names the mistake
+display(feedback)  # the course's own message: right, or the hint that names the mistake
 assert feedback.correct, "not yet right (the message above says why)\""""
 PRESENCE = """\
 # The check runs when the teacher grades (a hidden test): its verdict would give the answer away.
