@@ -160,8 +160,8 @@ def main(argv=None):
             f"| {r['peak'][0]:.0f} MiB ({r['peak'][1]:.0f} MiB) "
             f"| {r['feedback_seconds']:.0f} s ({r['feedback_seconds'] / r['n']:.2f} s each) "
             f"| {r['db_kib']:.0f} KiB |")
-    lines += ["", "Peak memory is nbgrader's process and the kernel it runs (one at a time): it "
-              "does not grow with the class; time grows linearly with it."]
+    lines += ["", "Peak memory is nbgrader's process plus the one kernel it runs at a time "
+              "(submissions are graded one after another)."]
     write_block(args.out, "grading", lines)
     print("\n".join(lines))
     return 0
