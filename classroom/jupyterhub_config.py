@@ -2,25 +2,32 @@
 
 Everything is read from environment variables that ``classroom/hub.py`` sets (it picks free
 ports and a state directory); run ``classroom/run.py`` rather than ``jupyterhub`` by hand.
+Two modes, chosen by ``CLASSROOM_CLASS_GROUP``:
 
+* **Try-out** (the default; ``make classroom``): JupyterHub's DummyAuthenticator (any user
+  name, one shared password ``CLASSROOM_PASSWORD``) and SimpleLocalProcessSpawner: every
+  student's Jupyter server is a process of the hub's own Unix user, with a home under
+  ``STATE/homes/NAME``. It needs no system accounts, and it isolates nothing: any student can
+  read any other's files. For trying the course out, never for a graded class.
+* **Class** (``CLASSROOM_CLASS_GROUP=GROUP``, the hub run as root; ``classroom/run.py
+  --class-group``, tests/test_grading.py): every student and the teacher is a Unix user of
+  their own in GROUP (``classroom/users.py`` creates them: home ``STATE/homes/NAME`` mode 0700,
+  a real password), who logs in with that password (PAMAuthenticator; only GROUP may log in;
+  ``CLASSROOM_TEACHER`` is the hub's admin), and whose server and kernels run as that user
+  (LocalProcessSpawner). The hub's own files are created private (umask 077).
+* Grading (both modes): nbgrader's JupyterLab extensions are in the environment and every
+  server reads ``STATE/jupyter/nbgrader_config.py`` (written here): the course id
+  ``CLASSROOM_COURSE`` ("attention"), the exchange ``STATE/exchange`` (1777) and each user's
+  course directory ``~/course`` (the teacher's holds the source assignments, the gradebook and
+  the hidden tests). Students fetch and submit in JupyterLab's Assignments panel.
 * Hub, proxy and every student's server listen on 127.0.0.1 only.
-* Students log in with JupyterHub's DummyAuthenticator: any user name, one shared password
-  (``CLASSROOM_PASSWORD``). Good for trying the course out and for tests; a real class uses
-  its institution's login (OAuthenticator, LTI13Authenticator, ...).
-* The spawner is SimpleLocalProcessSpawner: each student's Jupyter server is a local process
-  of the hub's own Unix user, with its own home directory under ``STATE/homes/NAME``. It
-  needs no system accounts, which is what a one-machine try-out and CI can offer, but it
-  isolates nothing (students could read each other's files). A real one-machine class uses
-  SystemdSpawner (one systemd unit per student, its own Unix user, MemoryMax/CPUQuota
-  enforced by cgroups) or, for more than one machine, Zero to JupyterHub on Kubernetes
-  (``classroom/z2jh/config.yaml``).
 * The students' kernel is the course's pinned environment: the single-user server runs from
-  ``classroom/.venv`` (requirements.txt + JupyterHub + nbgitpuller, built by
+  ``classroom/.venv`` (requirements.txt + JupyterHub + nbgitpuller + nbgrader, built by
   ``make classroom-env``), and its ``python3`` kernel is that same interpreter.
 * ``mem_limit`` / ``cpu_limit`` below are what the benchmark measured a student needs. A local
   process spawner does NOT enforce them: it only passes them to the server as MEM_LIMIT and
   CPU_LIMIT (shown by tools such as jupyter-resource-usage). SystemdSpawner and Kubernetes
-  enforce them.
+  (``classroom/z2jh/``) enforce them.
 * Idle servers are stopped by jupyterhub-idle-culler, run by the hub as a service.
 """
 
@@ -54,17 +61,46 @@ c.JupyterHub.cookie_secret_file = str(STATE / "jupyterhub_cookie_secret")
 c.JupyterHub.pid_file = str(STATE / "jupyterhub.pid")
 c.JupyterHub.cleanup_servers = True  # stopping the hub stops every student's server
 
-# --- who may log in -------------------------------------------------------------------------
-c.JupyterHub.authenticator_class = "dummy"
-# (JupyterHub 5.3 deprecated this option in favour of SharedPasswordAuthenticator, which also
-# needs a separate 32-character admin password; for a loopback try-out this is simpler.)
-c.DummyAuthenticator.password = os.environ.get("CLASSROOM_PASSWORD", "attention")
-c.Authenticator.allow_all = True
-c.Authenticator.admin_users = {"teacher"}
+# --- who may log in, and as whom their servers run ------------------------------------------
+CLASS_GROUP = os.environ.get("CLASSROOM_CLASS_GROUP", "")
+TEACHER = os.environ.get("CLASSROOM_TEACHER", "teacher")
+if CLASS_GROUP:
+    os.umask(0o077)  # the hub's database and logs: not for the students to read
+    c.JupyterHub.authenticator_class = "pam"
+    c.Authenticator.allow_all = False
+    c.PAMAuthenticator.allowed_groups = {CLASS_GROUP}
+    c.PAMAuthenticator.open_sessions = False
+    c.Authenticator.admin_users = {TEACHER}
+    c.JupyterHub.spawner_class = "localprocess"  # each server runs as its user, in their home
+else:
+    c.JupyterHub.authenticator_class = "dummy"
+    # (JupyterHub 5.3 deprecated this option in favour of SharedPasswordAuthenticator, which
+    # also needs a separate 32-character admin password; for a loopback try-out this is simpler.)
+    c.DummyAuthenticator.password = os.environ.get("CLASSROOM_PASSWORD", "attention")
+    c.Authenticator.allow_all = True
+    c.Authenticator.admin_users = {TEACHER}
+    c.JupyterHub.spawner_class = "simple"
+    c.SimpleLocalProcessSpawner.home_dir_template = str(STATE / "homes" / "{username}")
+
+# --- grading: nbgrader's shared configuration, read by every user's server -------------------
+NBGRADER_CONFIG = STATE / "jupyter"
+NBGRADER_CONFIG.mkdir(exist_ok=True)
+os.chmod(NBGRADER_CONFIG, 0o755)
+EXCHANGE = STATE / "exchange"
+EXCHANGE.mkdir(exist_ok=True)
+os.chmod(EXCHANGE, 0o1777)
+(NBGRADER_CONFIG / "nbgrader_config.py").write_text(f"""\
+# Written by classroom/jupyterhub_config.py at every start of the hub: do not edit.
+from pathlib import Path
+c = get_config()  # noqa: F821
+c.CourseDirectory.course_id = {os.environ.get("CLASSROOM_COURSE", "attention")!r}
+c.CourseDirectory.root = str(Path.home() / "course")
+c.Exchange.root = {str(EXCHANGE)!r}
+c.Exchange.path_includes_course = True
+""", encoding="utf-8")
+os.chmod(NBGRADER_CONFIG / "nbgrader_config.py", 0o644)
 
 # --- the students' servers ------------------------------------------------------------------
-c.JupyterHub.spawner_class = "simple"
-c.SimpleLocalProcessSpawner.home_dir_template = str(STATE / "homes" / "{username}")
 c.Spawner.cmd = [str(VENV_BIN / "jupyterhub-singleuser")]
 c.Spawner.default_url = "/lab"
 # No language-server extension: no language server is installed for it to serve, and looking
@@ -75,7 +111,8 @@ if os.geteuid() == 0:  # CI and this project's machines run as root
 c.Spawner.start_timeout = 120
 c.Spawner.http_timeout = 90
 # The venv's bin first, so that `git` (nbgitpuller) and the kernel find the course's tools.
-c.Spawner.environment = {"PATH": f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+c.Spawner.environment = {"PATH": f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+                         "JUPYTER_CONFIG_PATH": str(NBGRADER_CONFIG)}
 # From benchmarks/RESULTS-classroom.md: a student's server + kernel is 280 MiB with notebook 04
 # run and 396 MiB with notebook 11's model loaded; 1G holds both notebooks open at once, and half
 # a core per running student kept 4 students on 2 cores under 2x their single-user cell time.

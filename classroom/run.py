@@ -4,6 +4,11 @@ Prints the hub's address, the shared password of the try-out login, and two nbgi
 the one to hand out (the public repository, from ``REPO`` in tools/nav.py) and one that works
 offline (a mirror of this checkout in the state folder, refreshed at every start). Stop it with
 Ctrl-C, or give ``--minutes`` to have it stop by itself.
+
+That is the try-out (any user name, one shared password, every server the hub's own user). For
+a class on one machine, as root: create the users first (``classroom/users.py add --group G
+--root DIR teacher ada ...``), then ``classroom/run.py --class-group G --teacher teacher --state
+DIR``: each person logs in with their own password and works as their own Unix user.
 """
 
 import argparse
@@ -39,6 +44,9 @@ def main(argv=None):
                         help="the shared password of the try-out login (DummyAuthenticator)")
     parser.add_argument("--state", type=Path, default=classroom.HERE / "state",
                         help="database, cookie secret and students' homes (classroom/state)")
+    parser.add_argument("--class-group", default="",
+                        help="the class mode: the system group whose users may log in (PAM)")
+    parser.add_argument("--teacher", default="teacher", help="the hub's admin (the teacher)")
     args = parser.parse_args(argv)
 
     missing = classroom.missing_tools()
@@ -48,12 +56,17 @@ def main(argv=None):
     state.mkdir(parents=True, exist_ok=True)
     repo, branch = local_course(state)
     hub = classroom.Hub(state, port=args.port, password=args.password,
-                        deadline=args.minutes * 60 if args.minutes else None)
+                        deadline=args.minutes * 60 if args.minutes else None,
+                        class_group=args.class_group or None, teacher=args.teacher)
     print(f"starting JupyterHub on {hub.url} (log: {state / 'hub.log'}) ...", flush=True)
     hub.start()
+    login = (f"Class mode: the users of group {args.class_group} log in with their own passwords "
+             f"({args.teacher} is the admin)." if args.class_group else
+             f"Try-out: log in with any user name and the password {args.password!r} "
+             f"({args.teacher!r} is the admin); every server is this user's process.")
     print(f"""
   The classroom hub is running at {hub.url}/
-  Log in with any user name and the password {args.password!r} ("teacher" is the admin).
+  {login}
 
   The course's nbgitpuller link (the public repository from tools/nav.py):
     {classroom.nbgitpuller_link(hub.url, classroom.repo_address(), "main")}

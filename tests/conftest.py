@@ -33,6 +33,16 @@ def in_ci():
     return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
 
 
+def load_module(name, path):
+    """The Python file ``path`` (a tool or classroom script, not a package) as module ``name``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def import_optional(name, pins, purpose):
     """Return module ``name``, or skip the test (locally) / fail it (under CI).
 

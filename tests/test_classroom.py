@@ -170,6 +170,18 @@ def test_an_update_reaches_a_student_and_keeps_their_edit(classroom):
             # A conflict (both changed the same line): -Xours keeps the student's side of
             # that hunk, so the teacher's change to that line does not arrive.
             assert update.strip() not in text
+    # Each student asks which notebooks kept their own version (tools/course_updates.py, run
+    # in their own kernel from the notebook's folder, as a cell would).
+    code = ("import json, subprocess, sys\n"
+            "r = subprocess.run([sys.executable, '../tools/course_updates.py', '--json'],"
+            " capture_output=True, text=True, check=True)\n"
+            "print(json.dumps([row['path'] for row in json.loads(r.stdout)]))")
+    for student in (first, second):
+        with H.Kernel(student, path) as kernel:
+            result = kernel.execute(code)
+        assert result["status"] == "ok", result["errors"]
+        kept = json.loads(result["stdout"].strip().splitlines()[-1])
+        assert kept == ([NOTEBOOK] if student is second else []), (student.name, kept)
     # The update did not touch a student who did not follow the link again.
     third = classroom["students"][2]
     assert update.strip() not in "\n".join("".join(c["source"])

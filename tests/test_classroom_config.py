@@ -145,3 +145,31 @@ def test_readme_link_is_built_from_repo():
     link = hub.nbgitpuller_link("https://HUB", hub.repo_address(), "main")
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert link in readme, f"README.md should show the classroom link {link}"
+
+
+def test_the_grading_layer_is_the_charts_and_points_nbgrader_at_the_exchange():
+    """classroom/z2jh/nbgrader.yaml: chart keys only; its nbgrader_config.py and extraConfig are
+    Python; the exchange nbgrader is told about is the volume mounted in every pod; the pin it
+    asks the image for is classroom/requirements.txt's."""
+    import ast
+
+    layer = yaml.safe_load((CONFIG.parent / "nbgrader.yaml").read_text(encoding="utf-8"))
+    check_keys(layer, TOP, "top level")
+    single = layer["singleuser"]
+    check_keys(single, SINGLEUSER, "singleuser")
+    check_keys(single["storage"], STORAGE, "singleuser.storage")
+    check_keys(layer["hub"], HUB, "hub")
+    for name, code in layer["hub"]["extraConfig"].items():
+        ast.parse(code, filename=f"hub.extraConfig.{name}")
+    (mount,) = single["storage"]["extraVolumeMounts"]
+    (volume,) = single["storage"]["extraVolumes"]
+    assert mount["name"] == volume["name"]
+    files = single["extraFiles"]
+    (config,) = [f for f in files.values() if f["mountPath"].endswith("nbgrader_config.py")]
+    tree = ast.parse(config["stringData"])
+    settings = {ast.unparse(node.targets[0]): ast.literal_eval(node.value) for node in tree.body
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)}
+    assert settings["c.Exchange.root"] == mount["mountPath"]
+    pin = re.search(r"^nbgrader==(\S+)", (ROOT / "classroom" / "requirements.txt").read_text(),
+                    re.M).group(1)
+    assert f"nbgrader=={pin}" in (CONFIG.parent / "nbgrader.yaml").read_text(encoding="utf-8")

@@ -1,0 +1,379 @@
+"""A graded class on the classroom hub: nbgrader, five simulated students, each a system user.
+
+The hub runs in its class mode (classroom/jupyterhub_config.py): every student and the teacher
+is a Unix user of their own (classroom/users.py: a unique prefix per run, homes mode 0700, real
+passwords), logs in at the hub's login form (PAM), and their server and kernels run as them.
+The teacher generates notebook 07's assignment from the course's exercise cells
+(tools/nbgrader_assignments.py) and releases, collects, autogrades and returns feedback with
+nbgrader's own commands, run in the teacher's kernel. Students fetch, submit and fetch feedback
+through nbgrader's Assignments panel API in their JupyterLab; their answers are saved through
+the contents API, as JupyterLab's Save does:
+
+* student 0 submits the solutions, student 1 typical mistakes (the mask applied after the
+  softmax, ...), student 2 the notebook as fetched (empty), student 3 half of it after the due
+  date, student 4 never fetches or submits;
+* the gradebook's points are compared with the sum of the points of the tests each student's
+  answers pass, from the generated assignment's point table (nbgrader metadata);
+* the feedback HTML names the mistakes in the checks' words;
+* code run in a student's kernel (as that student) tries to read another's home and
+  submission, the hidden tests, the gradebook and the hub's database, and to log in as
+  someone else, and fails at each.
+
+Needs root (it creates and removes system users: always, also when a step fails) and
+``make classroom-env``; skipped without them, and fails under CI=true.
+"""
+
+import datetime as dt
+import json
+import os
+import re
+import secrets
+import shutil
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import in_ci, load_module
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "notebooks" / "07-causal-masking.ipynb"
+ASSIGNMENT = "masking"
+HUB_DEADLINE = 720  # the hub stops by itself after this many seconds (a run took 207-344 s)
+
+pytestmark = pytest.mark.slow
+
+
+H = load_module("classroom_hub_grading", ROOT / "classroom" / "hub.py")
+U = load_module("classroom_users_grading", ROOT / "classroom" / "users.py")
+
+
+# --- what each student writes in the answer cells (by exercise, 1-4) ---------------------------
+def course_solutions():
+    """The course's own solutions of notebook 07's exercises, without their check lines."""
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    out = []
+    for cell in nb.cells:
+        if "exercise" in cell.metadata.get("tags", []):
+            text = "".join(cell.metadata["solution"])
+            out.append("\n".join(line for line in text.splitlines()
+                                 if not line.startswith("check_")))
+    return out
+
+
+SOLUTIONS = course_solutions()
+MISTAKES = {
+    # 1: the window one key too wide
+    1: SOLUTIONS[0].replace("i - j < window", "i - j <= window"),
+    # 2: the rows sum to 1 (what masking BEFORE the softmax gives)
+    2: "q0 = np.zeros((5, 2))\nk0 = rng.standard_normal((5, 2))\nanswer = np.ones(5)",
+    # 4: the mask applied after the softmax
+    4: ("def masked_attention(q, k, v, mask):\n"
+        "    w = softmax(q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1]))\n"
+        "    return (w * mask) @ v\n"),
+}
+# (exercise number -> source) per student; which exercises are right follows from it.
+ANSWERS = {
+    0: {i + 1: s for i, s in enumerate(SOLUTIONS)},
+    1: {1: MISTAKES[1], 2: MISTAKES[2], 3: SOLUTIONS[2], 4: MISTAKES[4]},
+    2: {},
+    3: {1: SOLUTIONS[0], 2: SOLUTIONS[1]},
+}
+RIGHT = {0: {1, 2, 3, 4}, 1: {3}, 2: set(), 3: {1, 2}}
+#: What the feedback of student 1 must say, in the checks' words, per wrong exercise.
+NAMED = {1: "yours sees one more", 2: "every row summing to 1 is what masking BEFORE the softmax",
+         4: "the mask is applied after the softmax"}
+
+
+def run_in(kernel, code, timeout=300):
+    result = kernel.execute(code, timeout=timeout)
+    assert result["status"] == "ok", result["errors"]
+    return result["stdout"]
+
+
+def shell(kernel, *cmd, timeout=300):
+    """Run ``cmd`` as the kernel's user (a subprocess of the kernel); return its output."""
+    code = ("import json, subprocess\n"
+            f"r = subprocess.run({list(cmd)!r}, capture_output=True, text=True)\n"
+            "print(json.dumps([r.returncode, r.stdout[-4000:], r.stderr[-8000:]]))")
+    rc, out, err = json.loads(run_in(kernel, code, timeout).strip().splitlines()[-1])
+    assert rc == 0, f"{cmd}: exit {rc}\n{out}\n{err}"
+    return out + err
+
+
+def open_kernel(user, name="work.ipynb"):
+    user.save_notebook(name, nbformat.v4.new_notebook())
+    return H.Kernel(user, name).__enter__()
+
+
+def answer(student, nb_path, answers):
+    """Put ``answers`` (exercise number -> source) into the answer cells and save."""
+    nb = student.read(nb_path)
+    cells = [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("solution")]
+    assert len(cells) == 4
+    for number, source in answers.items():
+        cells[number - 1]["source"] = source
+    student.save_notebook(nb_path, nb)
+
+
+@pytest.fixture(scope="module")
+def graded_class():
+    missing = H.missing_tools()
+    if os.geteuid() != 0:
+        missing.append("root (to create the class's system users)")
+    tools = ["useradd", "userdel", "chpasswd", "groupadd"]
+    if U.closed_ancestors(ROOT):
+        tools += ["setfacl", "getfacl"]  # (acl) to let the class pass to this checkout
+    for tool in tools:
+        if not shutil.which(tool):
+            missing.append(tool)
+    if missing:
+        reason = "the grading test needs " + " and ".join(missing)
+        if in_ci():
+            pytest.fail(f"{reason}, but CI=true: .ci/run must provide them", pytrace=False)
+        pytest.skip(reason)
+    prefix = "g" + secrets.token_hex(3)  # unique per run: never someone else's account
+    group, teacher_name = f"{prefix}class", f"{prefix}teacher"
+    names = [f"{prefix}s{i}" for i in range(5)]
+    root = Path(tempfile.mkdtemp(prefix="attn-grading-", dir="/tmp"))  # not under 0700 tmp dirs
+    hub = None
+    kernels = []
+    opened = []
+    try:
+        passwords = U.add_users(root, group, [teacher_name, *names])
+        # The class's servers run classroom/.venv and attn_core from this checkout: if it is
+        # under a folder others may not pass (root's home), let the class's group pass, for now.
+        opened = U.grant_traverse(group, ROOT)
+        hub = H.Hub(root, class_group=group, teacher=teacher_name, deadline=HUB_DEADLINE)
+        hub.start()
+        teacher = hub.student(teacher_name, passwords[teacher_name])
+        students = [hub.student(n, passwords[n]) for n in names]
+        everyone = [teacher, *students]
+
+        def arrive(user):
+            assert user.log_in() == user.name
+            user.start_server()
+
+        with ThreadPoolExecutor(3) as pool:
+            list(pool.map(arrive, everyone))
+        t = open_kernel(teacher)
+        kernels.append(t)
+        tool = ROOT / "tools" / "nbgrader_assignments.py"
+        log = [shell(t, "python", str(tool), "07", "--course", str(teacher.home / "course"),
+                     "--assignment", ASSIGNMENT)]
+        for cmd in (["db", "assignment", "add", ASSIGNMENT],
+                    ["generate_assignment", ASSIGNMENT],
+                    ["release_assignment", ASSIGNMENT]):
+            log.append(shell(t, "nbgrader", *cmd, "--CourseDirectory.root=" +
+                             str(teacher.home / "course")))
+        listed = {}
+        for i, s in enumerate(students[:4]):
+            fetched = s.assignments("fetch", ASSIGNMENT)
+            entry = next(a for a in fetched["value"] if a["assignment_id"] == ASSIGNMENT)
+            listed[i] = entry["notebooks"][0]["path"]
+        course_dir = f"--CourseDirectory.root={teacher.home / 'course'}"
+        for i in range(3):
+            answer(students[i], listed[i], ANSWERS[i])
+            assert students[i].assignments("submit", ASSIGNMENT)["success"]
+        # The due date: now; student 3 submits after it.
+        time.sleep(1.5)
+        due = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        log.append(shell(t, "nbgrader", "db", "assignment", "add", ASSIGNMENT,
+                         f"--duedate={due}", course_dir))
+        time.sleep(1.5)
+        answer(students[3], listed[3], ANSWERS[3])
+        assert students[3].assignments("submit", ASSIGNMENT)["success"]
+
+        log.append(shell(t, "nbgrader", "collect", ASSIGNMENT, course_dir))
+        t0 = time.perf_counter()
+        log.append(shell(t, "nbgrader", "autograde", ASSIGNMENT, course_dir))
+        autograde_seconds = time.perf_counter() - t0
+        for cmd in ("generate_feedback", "release_feedback"):
+            log.append(shell(t, "nbgrader", cmd, ASSIGNMENT, course_dir))
+        gradebook = json.loads(run_in(t, GRADEBOOK.format(
+            db=teacher.home / "course" / "gradebook.db", assignment=ASSIGNMENT)).strip())
+        feedback = {}
+        for i, s in enumerate(students[:4]):
+            assert s.assignments("fetch_feedback", ASSIGNMENT)["success"]
+            feedback[i] = sorted(s.home.glob(f"attention/{ASSIGNMENT}/feedback/*/*.html"))
+        record(gradebook, feedback, students, autograde_seconds)
+        yield {"hub": hub, "teacher": teacher, "students": students, "passwords": passwords,
+               "root": root, "gradebook": gradebook, "feedback": feedback, "log": log,
+               "autograde_seconds": autograde_seconds, "kernels": kernels, "prefix": prefix}
+    except Exception:
+        if hub is not None:
+            print(hub.log_tail())
+            keep = ROOT / "artifacts" / "grading"
+            keep.mkdir(parents=True, exist_ok=True)
+            shutil.copy(hub.log_path, keep / "hub.log")  # the state folder is removed below
+        raise
+    finally:
+        for kernel in kernels:
+            try:
+                kernel.__exit__(None, None, None)
+            except Exception:  # noqa: BLE001  (the hub stops every kernel anyway)
+                pass
+        if hub is not None:
+            hub.stop()
+        U.revoke_traverse(group, opened)
+        U.remove_users(group, [teacher_name, *names])
+        shutil.rmtree(root, ignore_errors=True)
+
+
+GRADEBOOK = """\
+import json
+from nbgrader.api import Gradebook
+out = {{}}
+with Gradebook("sqlite:///{db}") as gb:
+    for sub in gb.assignment_submissions("{assignment}"):
+        nb = sub.notebooks[0]
+        out[sub.student.id] = {{
+            "score": sub.score, "max_score": sub.max_score, "late": sub.total_seconds_late > 0,
+            "cells": {{g.name: g.score for g in nb.grades}}}}
+print(json.dumps(out))
+"""
+
+
+def record(gradebook, feedback, students, seconds):
+    """The class's gradebook and student 1's feedback, for the record (artifacts/grading/)."""
+    out = ROOT / "artifacts" / "grading"
+    out.mkdir(parents=True, exist_ok=True)
+    names = {s.name: f"student {i}" for i, s in enumerate(students)}
+    book = {names[k]: v for k, v in gradebook.items()}
+    (out / "gradebook.json").write_text(json.dumps(
+        {"autograde_seconds_4_submissions": round(seconds, 1), "gradebook": book}, indent=1),
+        encoding="utf-8")
+    for i, paths in feedback.items():
+        for path in paths:
+            shutil.copy(path, out / f"feedback-student{i}.html")
+
+
+def point_table(graded_class):
+    """``{grade_id: points}`` from the generated source assignment's nbgrader metadata."""
+    teacher = graded_class["teacher"]
+    path = teacher.home / "course" / "source" / ASSIGNMENT / NOTEBOOK.name
+    nb = nbformat.read(path, as_version=4)
+    return [(c.metadata.nbgrader["grade_id"], c.metadata.nbgrader["points"]) for c in nb.cells
+            if c.metadata.get("nbgrader", {}).get("grade")]
+
+
+def test_the_gradebook_gives_each_student_the_points_of_their_right_answers(graded_class):
+    table = point_table(graded_class)
+    assert len(table) == 4
+    total = sum(points for _, points in table)
+    book = graded_class["gradebook"]
+    students = graded_class["students"]
+    assert set(book) == {s.name for s in students[:4]}  # student 4 never submitted
+    for i, s in enumerate(students[:4]):
+        expected = sum(points for n, (_, points) in enumerate(table, 1) if n in RIGHT[i])
+        entry = book[s.name]
+        assert entry["max_score"] == total
+        assert entry["score"] == expected, (s.name, entry)
+        for n, (grade_id, points) in enumerate(table, 1):
+            assert entry["cells"][grade_id] == (points if n in RIGHT[i] else 0), (s.name, n)
+        assert entry["late"] is (i == 3)
+
+
+def feedback_text(graded_class, i):
+    (path,) = graded_class["feedback"][i]
+    html = Path(path).read_text(encoding="utf-8")
+    import html as html_module
+
+    return html_module.unescape(re.sub(r"<[^>]+>", " ", html))
+
+
+def test_the_feedback_names_the_mistakes_in_the_checks_words(graded_class):
+    text = feedback_text(graded_class, 1)
+    for phrase in NAMED.values():
+        assert phrase in " ".join(text.split()), phrase
+    assert "✔ Right." in text  # exercise 3
+    solved = feedback_text(graded_class, 0)
+    assert solved.count("✔ Right.") >= 4 and "✘ Not yet." not in solved
+    empty = feedback_text(graded_class, 2)
+    assert "No answer yet" in empty or "no answer yet" in empty
+
+
+PROBE = """\
+import glob, json, os, subprocess, requests
+out = {{"uid": os.getuid()}}
+def attempt(name, fn):
+    try:
+        fn()
+        out[name] = "READ"
+    except (PermissionError, FileNotFoundError) as e:
+        out[name] = type(e).__name__
+attempt("own home", lambda: os.listdir({own!r}))
+attempt("other's home", lambda: os.listdir({other_home!r}))
+attempt("other's notebook", lambda: open({other_nb!r}).read())
+attempt("inbound listing", lambda: os.listdir({inbound!r}))
+out["inbound guess"] = glob.glob({inbound!r} + "/{other}+*")
+attempt("hidden tests (source)", lambda: open({source!r}).read())
+attempt("teacher's course", lambda: os.listdir({course!r}))
+attempt("gradebook", lambda: open({gradebook!r}, "rb").read(1))
+attempt("hub database", lambda: open({hubdb!r}, "rb").read(1))
+s = requests.Session()
+page = s.get({hub!r} + "/hub/login")
+r = s.post({hub!r} + "/hub/login?next=", allow_redirects=False,
+           data={{"username": {other!r}, "password": {password!r},
+                 "_xsrf": s.cookies.get("_xsrf")}})
+out["hub login as other"] = r.status_code
+r = requests.get({hub!r} + "/user/{other}/api/contents", allow_redirects=False,
+                 headers={{"Authorization": "token " + os.environ["JUPYTERHUB_API_TOKEN"]}})
+out["other's server with own token"] = r.status_code
+r = subprocess.run(["su", {other!r}, "-c", "id"], capture_output=True, text=True,
+                   stdin=subprocess.DEVNULL)
+out["su other"] = r.returncode
+print(json.dumps(out))
+"""
+
+
+def test_a_students_kernel_cannot_read_others_work_or_grading_nor_log_in_as_another(
+        graded_class):
+    import pwd
+
+    students, teacher = graded_class["students"], graded_class["teacher"]
+    me, other = students[1], students[0]
+    root = graded_class["root"]
+    other_nb = next(other.home.rglob("07-causal-masking.ipynb"))
+    kernel = open_kernel(me, "probe.ipynb")
+    graded_class["kernels"].append(kernel)
+    code = PROBE.format(
+        own=str(me.home), other_home=str(other.home), other_nb=str(other_nb),
+        inbound=str(root / "exchange" / "attention" / "inbound"), other=other.name,
+        source=str(teacher.home / "course" / "source" / ASSIGNMENT / NOTEBOOK.name),
+        course=str(teacher.home / "course"),
+        gradebook=str(teacher.home / "course" / "gradebook.db"),
+        hubdb=str(root / "jupyterhub.sqlite"), hub=graded_class["hub"].url,
+        password=graded_class["passwords"][me.name])
+    got = json.loads(run_in(kernel, code).strip().splitlines()[-1])
+    print(json.dumps(got, indent=1))
+    assert got["uid"] == pwd.getpwnam(me.name).pw_uid != 0  # the kernel runs as the student
+    assert got["own home"] == "READ"  # the probe itself works
+    for key in ("other's home", "other's notebook", "inbound listing", "hidden tests (source)",
+                "teacher's course", "gradebook", "hub database"):
+        assert got[key] == "PermissionError", (key, got[key])
+    assert got["inbound guess"] == []
+    assert got["hub login as other"] != 302  # the hub's login form refused the wrong password
+    assert got["other's server with own token"] in (302, 403, 404)
+    assert got["su other"] != 0
+    # The files really are there (the denials are permissions, not missing files).
+    assert Path(teacher.home / "course" / "gradebook.db").is_file()
+    assert "BEGIN HIDDEN TESTS" in (teacher.home / "course" / "source" / ASSIGNMENT /
+                                    NOTEBOOK.name).read_text(encoding="utf-8")
+    released = root / "exchange" / "attention" / "outbound" / ASSIGNMENT / NOTEBOOK.name
+    assert "BEGIN HIDDEN TESTS" not in released.read_text(encoding="utf-8")
+    assert "check_visible_positions(" not in released.read_text(encoding="utf-8")
+
+
+def test_homes_are_private_and_the_class_users_are_real(graded_class):
+    import pwd
+    import stat
+
+    for user in [graded_class["teacher"], *graded_class["students"]]:
+        entry = pwd.getpwnam(user.name)
+        assert entry.pw_name.startswith(graded_class["prefix"])
+        mode = stat.S_IMODE(os.stat(entry.pw_dir).st_mode)
+        assert mode & 0o077 == 0, (user.name, oct(mode))
+        assert os.stat(entry.pw_dir).st_uid == entry.pw_uid
