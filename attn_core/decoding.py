@@ -255,13 +255,13 @@ def decode_step(q_new, cache, scale=None, n_kv_heads=None):
     if q_new.shape[-1] != cache.keys.shape[-1]:
         raise ValueError(f"q_new must have last dimension d_k = {cache.keys.shape[-1]} like the "
                          f"cached keys of shape {cache.keys.shape}, got shape {q_new.shape}")
-    if m > t:
-        raise ValueError(f"q_new holds {m} queries but the cache only {t} tokens: append the "
-                         "new tokens' keys and values (append_kv) before decode_step")
     if m > 1 and cache.window is not None and cache.seen > cache.length:
         raise ValueError(f"q_new holds {m} queries but the rolling cache (window = "
                          f"{cache.window}) has evicted keys the earlier ones need: append and "
                          "decode one token at a time (m = 1)")
+    if m > t:
+        raise ValueError(f"q_new holds {m} queries but the cache only {t} tokens: append the "
+                         "new tokens' keys and values (append_kv) before decode_step")
     scale = check_scale(scale, q_new.shape[-1])
     # new query i sits at position t - m + i and may see keys 0 .. t - m + i
     mask = np.arange(t)[None, :] <= (t - m + np.arange(m))[:, None]  # (m, 1) vs (1, t) -> (m, t)
