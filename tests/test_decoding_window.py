@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from attn_core import attention
 from attn_core.decoding import append_kv, decode_sequence, decode_step, empty_cache
-from attn_core.masks import causal_mask, window_mask
+from attn_core.masks import causal_mask, receptive_field, window_mask
 
 import reference as ref
 from tolerances import assert_rounding_close
@@ -38,8 +38,7 @@ def window_problems(draw):
 @given(window_problems())
 def test_rolling_cache_equals_full_attention_with_the_window_mask_at_every_step(p):
     q, k, v, n, w, s = p["q"], p["k"], p["v"], p["n"], p["window"], p["n_sink"]
-    mask = window_mask(n, w) if s == 0 else window_mask(n, w) | (causal_mask(n)
-                                                                  & (np.arange(n) < s))
+    mask = window_mask(n, w, n_sink=s)
     assert np.array_equal(mask, sink_window_mask(n, w, s))
     full, _ = attention(q, k, v, mask=mask)
     cache = empty_cache(k.shape[-1], v.shape[-1], batch=k.shape[:-2], dtype=k.dtype,
@@ -129,3 +128,28 @@ def test_bad_window_and_head_arguments_get_a_clear_error(call, exc, pattern):
     with pytest.raises(exc, match=pattern) as excinfo:
         call()
     ref.assert_raised_by_attn_core(excinfo)
+
+
+@pytest.mark.parametrize("window, layers", [(1, 3), (2, 1), (2, 4), (3, 3), (5, 2)])
+def test_receptive_field_is_where_a_perturbed_input_changes_the_output(window, layers):
+    """Stack real attention layers (residual, halved so that nothing grows and no softmax
+    saturates) and nudge one input: the outputs it changes are exactly those the composed
+    masks say it reaches."""
+    n = 12
+    mask = window_mask(n, window)
+    x0 = 0.5 * np.random.default_rng(0).standard_normal((n, 3))
+
+    def stack(x):
+        for _ in range(layers):
+            x = 0.5 * (x + attention(x, x, x, mask=mask)[0])
+        return x
+
+    base = stack(x0)
+    depends = np.zeros((n, n), dtype=bool)
+    for j in range(n):
+        x = x0.copy()
+        x[j] += 1e-2
+        depends[:, j] = np.abs(stack(x) - base).max(axis=-1) > 1e-14
+    reach = receptive_field(mask, layers)
+    assert np.array_equal(reach, depends)
+    assert int(np.argmax(reach[-1])) == n - 1 - min(n - 1, layers * (window - 1))

@@ -47,7 +47,7 @@ def masked_forward(params, ids, mask):
 def test_rolling_caches_equal_the_model_under_the_sink_window_mask(params, window, n_sink):
     ids = np.random.default_rng(window + 10 * n_sink).integers(0, CFG.vocab_size, (3, 12))
     n = ids.shape[-1]
-    mask = window_mask(n, window) | (causal_mask(n) & (np.arange(n) < n_sink))
+    mask = window_mask(n, window) | (causal_mask(n) & (np.arange(n) < n_sink))  # by hand
     logits, caches = prefill(params, CFG, ids, window=window, n_sink=n_sink)
     np.testing.assert_allclose(logits, masked_forward(params, ids, mask), rtol=1e-12,
                                atol=1e-12)
