@@ -116,6 +116,10 @@ def setups():
     yield "gpt_explorer (new sample)", ex, {"temperature": c["temperature"],
                                             "top_k": c["top_k"]}
     yield "gpt_explorer (new prompt)", ex, {"prompt": (c["prompt"], NEW_PROMPTS)}
+    ex = explorers.kv_cache_explorer()
+    c = ex.controls
+    yield "kv_cache_explorer", ex, {name: c[name] for name in
+                                    ("n_heads", "n_kv_heads", "window", "n_sink", "n_ctx")}
 
 
 def time_control(explorer, widget):

@@ -72,7 +72,7 @@ class KVCacheExplorer(Explorer):
         self._watch("n_kv_heads", "window", "n_sink", "n_ctx")
         c["n_heads"].observe(self._on_heads, names="value")
         self.readout = W.HTML()
-        self.canvas = _Canvas((10.5, 3.4))
+        self.canvas = _Canvas(figures.kv_cache.FIGSIZE)
         top = kv_cache_bytes(MAX_CTX, LAYERS, max(QUERY_HEADS), D_HEAD, DTYPE)
         self.art = figures.kv_cache_figure(max(QUERY_HEADS), MAX_CTX, top,
                                            fig=self.canvas.figure)

@@ -27,11 +27,12 @@ __all__ = [
 ]
 
 SINK_COLOR = OKABE_ITO["orange"]
+FIGSIZE = (9.8, 3.4)
 #: masked (0), in the window (1), a kept sink (2); NaN cells (beyond the length) are blank
-_PATTERN_CMAP = ListedColormap([MASKED_FACE_COLOR, ALLOWED_COLOR, SINK_COLOR])
-_PATTERN_CMAP.set_bad((1.0, 1.0, 1.0, 0.0))
-_SHARING_CMAP = ListedColormap([MASKED_FACE_COLOR, ALLOWED_COLOR])
-_SHARING_CMAP.set_bad((1.0, 1.0, 1.0, 0.0))
+_BLANK = (1.0, 1.0, 1.0, 0.0)
+_PATTERN_CMAP = ListedColormap([MASKED_FACE_COLOR, ALLOWED_COLOR, SINK_COLOR]).with_extremes(
+    bad=_BLANK)
+_SHARING_CMAP = ListedColormap([MASKED_FACE_COLOR, ALLOWED_COLOR]).with_extremes(bad=_BLANK)
 CURVES = (("multi-head, full cache", OKABE_ITO["black"], "--"),
           ("this model, full cache", OKABE_ITO["blue"], "-"),
           ("this model, rolling cache", OKABE_ITO["vermillion"], "-"))
@@ -63,7 +64,7 @@ def kv_cache_figure(max_heads, max_ctx, max_bytes, fig=None):
     KVCacheArtists
     """
     if fig is None:
-        fig = plt.figure(figsize=(10.5, 3.4), layout="constrained")
+        fig = plt.figure(figsize=FIGSIZE, layout="constrained")
     ax_share, ax_pat, ax_mem = fig.subplots(1, 3, width_ratios=[0.8, 1.0, 1.2])
     sharing = ax_share.imshow(np.full((max_heads, max_heads), np.nan), cmap=_SHARING_CMAP,
                               vmin=0, vmax=1, interpolation="nearest", aspect="auto")
