@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 SINK_COLOR = OKABE_ITO["orange"]
-FIGSIZE = (9.8, 3.4)
+FIGSIZE = (8.6, 3.1)
 #: masked (0), in the window (1), a kept sink (2); NaN cells (beyond the length) are blank
 _BLANK = (1.0, 1.0, 1.0, 0.0)
 _PATTERN_CMAP = ListedColormap([MASKED_FACE_COLOR, ALLOWED_COLOR, SINK_COLOR]).with_extremes(
