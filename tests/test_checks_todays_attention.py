@@ -62,6 +62,17 @@ def test_repeat_kv_accepts_a_loop_and_catches_tiling_and_wrong_shapes():
     fb = check_repeat_kv(lambda k, groups: np.tile(k, (groups, 1, 1)))
     assert_not_yet(fb)
     assert "tiles" in fb.message
-    assert_not_yet(check_repeat_kv(lambda k, groups: k))  # no repeat at all: wrong shape
-    assert_not_yet(check_repeat_kv(lambda k, groups: np.repeat(k, groups, axis=1)))
-    assert_not_yet(check_repeat_kv(lambda k, groups: 1 / 0))
+    fb = check_repeat_kv(lambda k, groups: k)  # no repeat at all
+    assert_not_yet(fb)
+    assert "nothing is repeated" in fb.message
+    fb = check_repeat_kv(lambda k, groups: np.repeat(k, groups, axis=1))
+    assert_not_yet(fb)
+    assert "tokens are repeated" in fb.message
+    fb = check_repeat_kv(lambda k, groups: 1 / 0)
+    assert_not_yet(fb)
+    assert "ZeroDivisionError" in fb.message
+
+    def stub(k, groups):
+        raise NotImplementedError
+
+    assert_unanswered(check_repeat_kv(stub))

@@ -2,11 +2,10 @@
 
 import numpy as np
 import pytest
+from test_explorers import drive
 
 from attn_core.explorers import kv_cache_explorer
 from attn_core.explorers.kv_cache import D_HEAD, LAYERS, MAX_CTX
-
-from test_explorers import drive
 
 
 def loop_sharing(h, kv):

@@ -11,8 +11,8 @@ import numpy as np
 from ..cost import kv_cache_bytes
 from ..masks import receptive_field, window_mask
 from ..multihead import repeat_kv
-from ._base import is_unanswered, not_yet, read_number, right, unanswered
-from ._practice import LearnerTimeout, run_learner
+from ._base import not_yet, read_number, right
+from ._practice import Case, Mistake, judge
 
 __all__ = ["check_gqa_cache_bytes", "check_receptive_field", "check_repeat_kv"]
 
@@ -69,33 +69,22 @@ def check_repeat_kv(fn, seed=16):
     n, d)``, query head ``i`` getting key/value head ``i // groups``."""
     hint = ("query heads 0 .. groups-1 share key/value head 0, the next groups share head 1, and "
             "so on: each head is repeated groups times in a row (np.repeat along axis 0).")
-    if is_unanswered(fn):
-        return unanswered(hint)
-    if not callable(fn):
-        return not_yet(f"pass your function itself (its name, no brackets). {hint}")
     g = np.random.default_rng(seed)
+    cases = []
     for n_kv, groups in ((2, 3), (1, 4), (3, 1), (4, 2)):
         k = g.standard_normal((n_kv, 5, 3))
-        expected = repeat_kv(k, groups)
-        try:
-            result = run_learner(fn, k.copy(), groups)
-            if result is None or result is Ellipsis:
-                return unanswered(f"your function returns None: write its body. {hint}")
-            got = np.asarray(result, dtype=float)
-        except LearnerTimeout as exc:
-            return not_yet(f"with {n_kv} key/value heads and groups = {groups} {exc}")
-        except Exception as exc:  # the learner's code may fail in any way: say how
-            return not_yet(f"your function raised {type(exc).__name__}: {exc}. {hint}")
-        if got.shape != expected.shape:
-            return not_yet(f"with {n_kv} key/value heads and groups = {groups} your function "
-                           f"returned shape {got.shape}; {n_kv * groups} heads of (5, 3) are "
-                           f"needed. {hint}")
-        if not np.allclose(got, expected, rtol=0, atol=0):
-            if np.array_equal(got, np.tile(k, (groups, 1, 1))):
-                return not_yet("the heads come out in the order 0, 1, .., 0, 1, ..: that "
-                               "tiles the key/value heads, so query head 1 reads head 1 "
-                               f"instead of head 0. {hint}")
-            return not_yet(f"with {n_kv} key/value heads and groups = {groups} the heads "
-                           f"differ. {hint}")
-    return right("each key/value head serves a run of neighbouring query heads, as in "
-                 "PyTorch's repeat_interleave and attn_core.multihead.repeat_kv.")
+        cases.append(Case(f"{n_kv} key/value heads with groups = {groups}", (k, groups),
+                          repeat_kv(k, groups)))
+    mistakes = [
+        Mistake("the heads come out in the order 0, 1, .., 0, 1, ..: that tiles the key/value "
+                "heads, so query head 1 reads head 1 instead of head 0.",
+                lambda k, groups: np.tile(k, (groups, 1, 1))),
+        Mistake("the tokens are repeated, not the heads: repeat along the head axis (0).",
+                lambda k, groups: np.repeat(k, groups, axis=1)),
+        Mistake("nothing is repeated: there must be one key head per query head.",
+                lambda k, groups: k),
+    ]
+    return judge(fn, cases, mistakes, what="key heads", stub_hint=hint,
+                 shape_rule="n_kv * groups heads of (n, d)",
+                 why="each key/value head serves a run of neighbouring query heads, as in "
+                     "PyTorch's repeat_interleave and attn_core.multihead.repeat_kv.")
