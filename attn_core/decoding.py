@@ -6,6 +6,18 @@ value to a cache holding those of tokens ``0..t-1``, and attends with the one ne
 over the cached keys. The result is row ``t`` of full causal attention: the masked
 entries of that row had weight exactly 0, so leaving those keys out changes nothing.
 
+Two variants of today's models, both options of this one cache:
+
+* grouped-query / multi-query attention (Ainslie et al. 2023; Shazeer 2019): the cache holds
+  ``n_kv_heads`` key/value heads, fewer than the query heads; each is read by
+  ``h / n_kv_heads`` queries (:func:`decode_step`'s ``n_kv_heads``);
+* a rolling (sliding-window) cache (Beltagy et al. 2020, "Longformer: the long-document
+  transformer"; Jiang et al. 2023, "Mistral 7B"): only the last ``window`` tokens are kept,
+  optionally with the first ``n_sink`` tokens too (the "attention sinks" of Xiao et al. 2023,
+  "Efficient streaming language models with attention sinks"); each step then equals full
+  attention under ``masks.window_mask`` (or that mask or the first ``n_sink`` keys), and the
+  memory stays bounded by ``n_sink + window`` tokens however long the text.
+
 Pure maths: the cache is an immutable pair of read-only arrays; appending returns a new cache.
 """
 
@@ -23,6 +35,7 @@ from ._validate import (
     check_scale,
 )
 from .attention import attention
+from .multihead import _check_kv_heads
 
 __all__ = ["KVCache", "append_kv", "decode_sequence", "decode_step", "empty_cache"]
 
@@ -34,17 +47,27 @@ class KVCache:
     keys : (..., t, d_k) ndarray -- one row per cached token
     values : (..., t, d_v) ndarray
 
-    Both are read-only views that the cache owns (``cache.keys[0, 0] = 1.0`` raises
+    window : int or None -- a rolling cache keeps only the last ``window`` tokens ...
+    n_sink : int -- ... and the first ``n_sink`` tokens (0 unless ``window`` is set)
+    seen : int -- tokens appended so far (``length`` plus those evicted); the next token's
+        position
+
+    Both arrays are read-only views that the cache owns (``cache.keys[0, 0] = 1.0`` raises
     ValueError); the arrays passed in are not frozen, so build a cache with
     :func:`empty_cache` and :func:`append_kv`, which hand it arrays no one else holds.
     """
 
     keys: np.ndarray
     values: np.ndarray
+    window: int | None = None
+    n_sink: int = 0
+    seen: int | None = None
 
     def __post_init__(self):
         for name in ("keys", "values"):
             object.__setattr__(self, name, _read_only_view(getattr(self, name)))
+        if self.seen is None:
+            object.__setattr__(self, "seen", self.keys.shape[-2])
 
     @property
     def length(self):
@@ -64,7 +87,7 @@ def _read_only_view(x):
     return view
 
 
-def empty_cache(d_k, d_v=None, batch=(), dtype="float64"):
+def empty_cache(d_k, d_v=None, batch=(), dtype="float64", window=None, n_sink=0):
     """A cache with no tokens yet.
 
     Parameters
@@ -76,6 +99,12 @@ def empty_cache(d_k, d_v=None, batch=(), dtype="float64"):
     batch : tuple of int, optional
         Leading dimensions, e.g. ``(b, h)`` for a batch of ``b`` sequences and ``h`` heads.
     dtype : floating numpy dtype, optional
+    window : int >= 1, optional
+        Make it a rolling cache: it keeps the last ``window`` tokens (a token attends to
+        itself and the ``window - 1`` before it, as under ``masks.window_mask(n, window)``).
+        Default None: keep every token.
+    n_sink : int >= 0, optional
+        With ``window``: also keep the first ``n_sink`` tokens for good (attention sinks).
 
     Returns
     -------
@@ -93,7 +122,23 @@ def empty_cache(d_k, d_v=None, batch=(), dtype="float64"):
         raise TypeError(f"batch must be a tuple of ints such as (2, 4), got {batch!r}")
     batch = tuple(check_positive_int(b, "each entry of batch") for b in batch)
     dt = check_float_dtype(dtype)
-    return KVCache(np.empty((*batch, 0, d_k), dtype=dt), np.empty((*batch, 0, d_v), dtype=dt))
+    if window is not None:
+        window = check_positive_int(window, "window")
+    n_sink = check_positive_int(n_sink, "n_sink", minimum=0)
+    if n_sink and window is None:
+        raise ValueError(f"n_sink = {n_sink} needs a window: sinks are the tokens a rolling "
+                         "cache keeps besides its last `window`; pass window=...")
+    return KVCache(np.empty((*batch, 0, d_k), dtype=dt), np.empty((*batch, 0, d_v), dtype=dt),
+                   window=window, n_sink=n_sink)
+
+
+def _evict(x, n_sink, window):
+    """Rows ``0..n_sink-1`` and the last ``window`` rows of ``x`` (..., t, d): a copy."""
+    t = x.shape[-2]
+    if t <= n_sink + window:
+        return x
+    # (..., n_sink, d) and (..., window, d) -> (..., n_sink + window, d)
+    return np.concatenate([x[..., :n_sink, :], x[..., t - window:, :]], axis=-2)
 
 
 def _check_cache(cache):
@@ -119,7 +164,9 @@ def append_kv(cache, k_new, v_new):
     -------
     cache : KVCache
         Keys ``(..., t + m, d_k)`` and values ``(..., t + m, d_v)``; ``cache`` itself is
-        not changed.
+        not changed. A rolling cache (``cache.window`` set) then drops the tokens that are
+        neither among its first ``n_sink`` nor its last ``window``: it never holds more than
+        ``n_sink + window`` (the arrays kept are copies, so the dropped rows are freed).
 
     Notes
     -----
@@ -150,10 +197,13 @@ def append_kv(cache, k_new, v_new):
     k_new, v_new = k_new.astype(dtype, copy=False), v_new.astype(dtype, copy=False)
     keys = np.concatenate([cache.keys, k_new], axis=-2)  # (..., t+m, d_k)
     values = np.concatenate([cache.values, v_new], axis=-2)  # (..., t+m, d_v)
-    return KVCache(keys, values)
+    if cache.window is not None:
+        keys, values = (_evict(x, cache.n_sink, cache.window) for x in (keys, values))
+    return KVCache(keys, values, window=cache.window, n_sink=cache.n_sink,
+                   seen=cache.seen + k_new.shape[-2])
 
 
-def decode_step(q_new, cache, scale=None):
+def decode_step(q_new, cache, scale=None, n_kv_heads=None):
     """Attention of the newest ``m`` tokens' queries over every cached key.
 
     Parameters
@@ -165,11 +215,17 @@ def decode_step(q_new, cache, scale=None):
         Keys ``(..., t, d_k)`` and values ``(..., t, d_v)`` of tokens ``0..t-1``, ``t >= m``.
     scale : float, optional
         Score scale, default ``1 / sqrt(d_k)``.
+    n_kv_heads : int, optional
+        Grouped-query attention: ``q_new`` is ``(..., h, m, d_k)`` and the cache holds
+        ``(..., n_kv_heads, t, d)``, ``n_kv_heads`` dividing ``h``; query head ``i`` reads
+        cached head ``i // (h / n_kv_heads)``. Default None: one cached head per query head
+        (or no head axis at all).
 
     Returns
     -------
     out : (..., m, d_v) ndarray
-        Rows ``t-m .. t-1`` of causal attention over the whole sequence.
+        Rows ``t-m .. t-1`` of causal attention over the whole sequence (with a rolling
+        cache, of attention under its window: ``m`` must then be 1).
     weights : (..., m, t) ndarray
         Their weights; new token ``i`` (at position ``t - m + i``) gives weight 0 to the
         new tokens after it.
@@ -199,31 +255,65 @@ def decode_step(q_new, cache, scale=None):
     if q_new.shape[-1] != cache.keys.shape[-1]:
         raise ValueError(f"q_new must have last dimension d_k = {cache.keys.shape[-1]} like the "
                          f"cached keys of shape {cache.keys.shape}, got shape {q_new.shape}")
+    if m > 1 and cache.window is not None and cache.seen > cache.length:
+        raise ValueError(f"q_new holds {m} queries but the rolling cache (window = "
+                         f"{cache.window}) has evicted keys the earlier ones need: append and "
+                         "decode one token at a time (m = 1)")
     if m > t:
         raise ValueError(f"q_new holds {m} queries but the cache only {t} tokens: append the "
                          "new tokens' keys and values (append_kv) before decode_step")
-    batch_shape({"q_new": q_new.shape, "cache.keys": cache.keys.shape})
     scale = check_scale(scale, q_new.shape[-1])
     # new query i sits at position t - m + i and may see keys 0 .. t - m + i
     mask = np.arange(t)[None, :] <= (t - m + np.arange(m))[:, None]  # (m, 1) vs (1, t) -> (m, t)
-    return attention(q_new, cache.keys, cache.values, mask=None if m == 1 else mask,
-                     scale=scale)
+    if n_kv_heads is None:
+        batch_shape({"q_new": q_new.shape, "cache.keys": cache.keys.shape})
+        return attention(q_new, cache.keys, cache.values, mask=None if m == 1 else mask,
+                         scale=scale)
+    return _grouped_step(q_new, cache, scale, n_kv_heads, None if m == 1 else mask)
 
 
-def decode_sequence(q, k, v, scale=None):
-    """Causal attention computed token by token with a growing cache.
+def _grouped_step(q_new, cache, scale, n_kv_heads, mask):
+    """:func:`decode_step` with ``h / n_kv_heads`` query heads per cached head: the group's
+    queries are stacked as rows against the one cached head, which is never copied."""
+    if q_new.ndim < 3 or cache.keys.ndim < 3:
+        raise ValueError(f"with n_kv_heads, q_new must be (..., h, m, d_k) and the cache "
+                         f"(..., n_kv_heads, t, d), got q_new of shape {q_new.shape} and "
+                         f"cache keys of shape {cache.keys.shape}")
+    *lead, h, m, d_k = q_new.shape
+    n_kv = _check_kv_heads(h, n_kv_heads)
+    if cache.keys.shape[-3] != n_kv:
+        raise ValueError(f"the cache must hold n_kv_heads = {n_kv} heads on axis -3, got "
+                         f"cache keys of shape {cache.keys.shape}")
+    batch_shape({"q_new": (*lead, n_kv, m, d_k), "cache.keys": cache.keys.shape})
+    g = h // n_kv
+    q = q_new.reshape(*lead, n_kv, g * m, d_k)  # (..., h, m, d_k) -> (..., n_kv, g m, d_k)
+    if mask is not None:
+        mask = np.tile(mask, (g, 1))  # (m, t) -> (g m, t): the same rows for each query head
+    out, w = attention(q, cache.keys, cache.values, mask=mask, scale=scale)  # (..., n_kv, g m, .)
+    return (out.reshape(*out.shape[:-3], h, m, out.shape[-1]),  # (..., h, m, d_v)
+            w.reshape(*w.shape[:-3], h, m, w.shape[-1]))  # (..., h, m, t)
+
+
+def decode_sequence(q, k, v, scale=None, window=None, n_sink=0, n_kv_heads=None):
+    """Causal attention computed token by token with a growing (or rolling) cache.
 
     Parameters
     ----------
     q, k : (..., n, d_k) array_like
     v : (..., n, d_v) array_like
     scale : float, optional
+    window, n_sink : int, optional
+        A rolling cache (see :func:`empty_cache`); default: keep every token.
+    n_kv_heads : int, optional
+        Grouped-query attention: ``q`` is ``(..., h, n, d_k)``, ``k`` and ``v`` are
+        ``(..., n_kv_heads, n, d)`` (see :func:`decode_step`).
 
     Returns
     -------
     out : (..., n, d_v) ndarray
         Row ``t`` is :func:`decode_step` of token ``t`` after appending ``k_t, v_t``; equal
-        (to rounding) to ``attention(q, k, v, mask=causal_mask(n))[0]``.
+        (to rounding) to ``attention(q, k, v, mask=causal_mask(n))[0]``, or with a window to
+        the same under ``window_mask(n, window)`` (or'ed with the first ``n_sink`` keys).
     cache : KVCache
         The final cache, holding all ``n`` keys and values.
 
@@ -244,13 +334,17 @@ def decode_sequence(q, k, v, scale=None):
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q and k must have the same last dimension d_k, got shapes "
                          f"{q.shape} and {k.shape}")
-    lead = batch_shape({"q": q.shape, "k": k.shape, "v": v.shape})
+    if n_kv_heads is None:
+        lead = batch_shape({"q": q.shape, "k": k.shape, "v": v.shape})
+    else:  # the cache's batch is the key/value heads'; the query heads stay in q
+        lead = batch_shape({"k": k.shape, "v": v.shape})
     k = np.broadcast_to(k, (*lead, *k.shape[-2:]))  # (..., n, d_k), a view
     v = np.broadcast_to(v, (*lead, *v.shape[-2:]))  # (..., n, d_v), a view
-    cache = empty_cache(k.shape[-1], v.shape[-1], batch=lead, dtype=np.result_type(k, v))
+    cache = empty_cache(k.shape[-1], v.shape[-1], batch=lead, dtype=np.result_type(k, v),
+                        window=window, n_sink=n_sink)
     rows = []
     for t in range(q.shape[-2]):
         cache = append_kv(cache, k[..., t:t + 1, :], v[..., t:t + 1, :])
-        out, _ = decode_step(q[..., t:t + 1, :], cache, scale)  # (..., 1, d_v)
+        out, _ = decode_step(q[..., t:t + 1, :], cache, scale, n_kv_heads)  # (..., 1, d_v)
         rows.append(out)
     return np.concatenate(rows, axis=-2), cache  # n x (..., 1, d_v) -> (..., n, d_v)

@@ -14,10 +14,9 @@ No Jacobian matrix is ever built: each step is one or two matrix products.
 
 import numpy as np
 
-from ._validate import as_float_array, check_mask, check_scale
-from .attention import MASKED_SCORE, _check_qk, _scores, attention
-from .multihead import _affine, _check_inputs, _merge, _split
-from .softmax import stable_softmax
+from ._validate import as_float_array, check_scale
+from .attention import _check_qk, attention
+from .multihead import _check_inputs, _merge, _multi_head_parts, _split, repeat_kv
 
 
 def softmax_backward(p, grad_p, axis=-1):
@@ -165,12 +164,13 @@ def _backward_from_weights(q, k, v, p, grad_out, scale):
     return grads, grad_s
 
 
-def multi_head_attention_backward(x, w_q, w_k, w_v, w_o, h, grad_out, mask=None, biases=None):
+def multi_head_attention_backward(x, w_q, w_k, w_v, w_o, h, grad_out, mask=None, biases=None,
+                                  n_kv_heads=None):
     """Gradients of :func:`~attn_core.multi_head_attention` w.r.t. its input, weights and biases.
 
     Parameters
     ----------
-    x, w_q, w_k, w_v, w_o, h, mask, biases
+    x, w_q, w_k, w_v, w_o, h, mask, biases, n_kv_heads
         The forward pass's arguments, with the same rules as
         :func:`~attn_core.multi_head_attention` (scale ``1/sqrt(d_k)`` per head).
     grad_out : (..., n, d_out) array_like
@@ -190,6 +190,8 @@ def multi_head_attention_backward(x, w_q, w_k, w_v, w_o, h, grad_out, mask=None,
     :math:`dY` goes through :func:`attention_backward` to give :math:`dQ, dK, dV`; then
     :math:`dW_q = X^\\top dQ` (summed over batch and positions), :math:`db_q = \\sum dQ`, and
     :math:`dX = dQ W_q^\\top + dK W_k^\\top + dV W_v^\\top` (``x`` feeds all three).
+    With ``n_kv_heads < h`` a key/value head feeds ``h / n_kv_heads`` query heads, so its
+    gradient is the sum of theirs (the backward of :func:`~attn_core.multihead.repeat_kv`).
 
     Examples
     --------
@@ -200,26 +202,18 @@ def multi_head_attention_backward(x, w_q, w_k, w_v, w_o, h, grad_out, mask=None,
     >>> grads["x"].shape, grads["w_q"].shape, grads["b_o"].tolist()
     ((3, 4), (4, 4), [3.0, 3.0, 3.0, 3.0])
     """
-    x, (w_q, w_k, w_v, w_o), h, (b_q, b_k, b_v, b_o) = _check_inputs(x, w_q, w_k, w_v, w_o, h,
-                                                                  biases)
-    q, k, v = (_split(_affine(x, w, b, f"x @ w_{name}"), h)  # each (..., h, n, d_head)
-               for w, b, name in ((w_q, b_q, "q"), (w_k, b_k, "k"), (w_v, b_v, "v")))
-    scale = 1.0 / np.sqrt(q.shape[-1])
-    s = _scores(q, k, scale)  # (..., h, n, n)
-    if mask is not None:
-        s = np.where(check_mask(mask, s.shape), s, s.dtype.type(MASKED_SCORE))
-    p = stable_softmax(s, axis=-1)  # (..., h, n, n)
-    merged = _merge(p @ v)  # (..., h, n, d_v) -> (..., n, h * d_v)
-    out_shape = (*merged.shape[:-1], w_o.shape[1])
-    grad_out = _check_grad_out(grad_out, out_shape)
-    return _multi_head_backward_parts(x, (w_q, w_k, w_v, w_o), h, (q, k, v, merged), p,
-                                      grad_out)
+    x, ws, h, bs = _check_inputs(x, w_q, w_k, w_v, w_o, h, biases, n_kv_heads)
+    out, p, parts = _multi_head_parts(x, ws, h, mask, bs, n_kv_heads)
+    grad_out = _check_grad_out(grad_out, out.shape)
+    return _multi_head_backward_parts(x, ws, h, parts, p, grad_out, n_kv_heads)
 
 
-def _multi_head_backward_parts(x, ws, h, parts, p, grad_out):
+def _multi_head_backward_parts(x, ws, h, parts, p, grad_out, n_kv_heads=None):
     """The backward of multi-head attention from the forward's ``parts = (q, k, v, merged)``
     and weights ``p`` (as ``multihead._multi_head_parts`` returns them), unchecked."""
     (w_q, w_k, w_v, w_o), (q, k, v, merged) = ws, parts
+    groups = h // (h if n_kv_heads is None else n_kv_heads)
+    k, v = repeat_kv(k, groups), repeat_kv(v, groups)  # (..., h, n, d_head)
     scale = 1.0 / np.sqrt(q.shape[-1])
     grad_merged = grad_out @ w_o.T  # (..., n, d_out) @ (d_out, h * d_v) -> (..., n, h * d_v)
     grad_heads = _split(grad_merged, h)  # (..., h, n, d_v)
@@ -228,6 +222,7 @@ def _multi_head_backward_parts(x, ws, h, parts, p, grad_out):
     dtype = grad_s.dtype.type
     grad_q = (grad_s @ k) * dtype(scale)  # (..., h, n, n) @ (..., h, n, d_k) -> (..., h, n, d_k)
     grad_k = (grad_s.swapaxes(-1, -2) @ q) * dtype(scale)  # (..., h, n, d_k)
+    grad_k, grad_v = _sum_groups(grad_k, groups), _sum_groups(grad_v, groups)
     grads = {"w_o": _weight_grad(merged, grad_out), "b_o": _bias_grad(grad_out)}
     x_full = np.broadcast_to(x, (*merged.shape[:-1], x.shape[-1]))  # (..., n, d_model)
     grad_x = 0
@@ -250,3 +245,13 @@ def _weight_grad(inputs, grad):
 
 def _bias_grad(grad):
     return grad.reshape(-1, grad.shape[-1]).sum(axis=0)  # (..., n, d_out) -> (d_out,)
+
+
+def _sum_groups(grad, groups):
+    """The backward of ``repeat_kv``: sum each run of ``groups`` heads.
+
+    ``(..., n_kv * groups, n, d) -> (..., n_kv, n, d)``."""
+    if groups == 1:
+        return grad
+    *lead, h, n, d = grad.shape
+    return grad.reshape(*lead, h // groups, groups, n, d).sum(axis=-3)

@@ -1,4 +1,10 @@
-"""Multi-head attention: h attentions side by side on slices of the model dimension."""
+"""Multi-head attention: h attentions side by side on slices of the model dimension.
+
+With ``n_kv_heads < h`` the same function is grouped-query attention (Ainslie et al. 2023,
+"GQA: Training generalized multi-query transformer models from multi-head checkpoints"):
+``h / n_kv_heads`` query heads share each key/value head; ``n_kv_heads = 1`` is multi-query
+attention (Shazeer 2019, "Fast transformer decoding: one write-head is all you need").
+"""
 
 import numpy as np
 
@@ -59,6 +65,42 @@ def split_heads(x, h):
     x = as_float_array(x, "x", min_ndim=2)
     h = _check_heads(x.shape[-1], h, "d_model (the last dimension of x)")
     return _split(x, h).copy()  # a copy: a view would let a caller write into x
+
+
+def _check_kv_heads(h, n_kv_heads):
+    """``n_kv_heads`` as an int that divides ``h`` (None means ``h``: multi-head attention)."""
+    if n_kv_heads is None:
+        return h
+    n_kv_heads = check_positive_int(n_kv_heads, "n_kv_heads")
+    if h % n_kv_heads:
+        raise ValueError(f"n_kv_heads must divide the query head count h = {h} (each key/value "
+                         f"head serves h / n_kv_heads query heads), got n_kv_heads = "
+                         f"{n_kv_heads}; divisors of {h}: {divisors(h)}")
+    return n_kv_heads
+
+
+def repeat_kv(x, groups):
+    """Repeat each key/value head ``groups`` times along the head axis.
+
+    Parameters
+    ----------
+    x : (..., n_kv_heads, n, d) ndarray
+        Per-head keys or values.
+    groups : int
+        Query heads per key/value head (``h / n_kv_heads``).
+
+    Returns
+    -------
+    repeated : (..., n_kv_heads * groups, n, d) ndarray
+        Head ``i`` is ``x[..., i // groups, :, :]``: query head ``i`` reads key/value head
+        ``i // groups`` (PyTorch's ``repeat_interleave`` order). ``groups = 1`` returns ``x``.
+
+    Examples
+    --------
+    >>> repeat_kv(np.arange(2.0).reshape(2, 1, 1), 2).ravel()
+    array([0., 0., 1., 1.])
+    """
+    return x if groups == 1 else np.repeat(x, groups, axis=-3)
 
 
 def _split(x, h):
@@ -133,16 +175,18 @@ def _check_biases(biases, widths):
     return tuple(checked)
 
 
-def multi_head_attention(x, w_q, w_k, w_v, w_o, h, mask=None, biases=None):
+def multi_head_attention(x, w_q, w_k, w_v, w_o, h, mask=None, biases=None, n_kv_heads=None):
     """Self-attention with ``h`` heads, concatenated and projected by ``w_o``.
 
     Parameters
     ----------
     x : (..., n, d_model) array_like
         Token representations.
-    w_q, w_k : (d_model, h * d_k) array_like
-        Query and key projections (``Q = x @ w_q``); ``h`` must divide their width.
-    w_v : (d_model, h * d_v) array_like
+    w_q : (d_model, h * d_k) array_like
+        Query projection (``Q = x @ w_q``); ``h`` must divide its width.
+    w_k : (d_model, n_kv_heads * d_k) array_like
+        Key projection (``(d_model, h * d_k)``, like ``w_q``, for multi-head attention).
+    w_v : (d_model, n_kv_heads * d_v) array_like
         Value projection.
     w_o : (h * d_v, d_out) array_like
         Output projection applied to the concatenated heads.
@@ -153,6 +197,11 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, h, mask=None, biases=None):
         shape, so a ``(n, n)`` causal mask applies to every head.
     biases : tuple (b_q, b_k, b_v, b_o) or dict with keys 'q', 'k', 'v', 'o', optional
         Bias vectors added after each projection; any may be None.
+    n_kv_heads : int, optional
+        Key/value heads, dividing ``h``; default ``h`` (multi-head attention). Fewer is
+        grouped-query attention (1 is multi-query): query head ``i`` uses key/value head
+        ``i // (h / n_kv_heads)``, the same as multi-head attention whose key and value
+        projections repeat each head's columns ``h / n_kv_heads`` times.
 
     Returns
     -------
@@ -187,21 +236,24 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, h, mask=None, biases=None):
     >>> np.allclose(weights.sum(axis=-1), 1.0)
     True
     """
-    x, ws, h, bs = _check_inputs(x, w_q, w_k, w_v, w_o, h, biases)
-    out, weights, _ = _multi_head_parts(x, ws, h, mask, bs)
+    x, ws, h, bs = _check_inputs(x, w_q, w_k, w_v, w_o, h, biases, n_kv_heads)
+    out, weights, _ = _multi_head_parts(x, ws, h, mask, bs, n_kv_heads)
     return out, weights
 
 
-def _multi_head_parts(x, ws, h, mask, bs):
+def _multi_head_parts(x, ws, h, mask, bs, n_kv_heads=None):
     """:func:`multi_head_attention` on checked inputs (``ws = (w_q, w_k, w_v, w_o)``,
     ``bs`` the four biases): ``(out, weights, (q, k, v, merged))``, the last for a backward
-    pass that reuses the forward's work (``gradients._multi_head_backward_parts``)."""
+    pass that reuses the forward's work (``gradients._multi_head_backward_parts``); ``k`` and
+    ``v`` hold the ``n_kv_heads`` heads, not repeated."""
+    n_kv = h if n_kv_heads is None else n_kv_heads
     (w_q, w_k, w_v, w_o), (b_q, b_k, b_v, b_o) = ws, bs
     q, k, v = (_affine(x, w, b, f"x @ w_{name} (the {what} projection)")
                for w, b, name, what in ((w_q, b_q, "q", "query"), (w_k, b_k, "k", "key"),
                                         (w_v, b_v, "v", "value")))
-    q, k, v = _split(q, h), _split(k, h), _split(v, h)  # each (..., h, n, d_head)
-    s = _scores(q, k, 1.0 / np.sqrt(q.shape[-1]))  # (..., h, n, n)
+    q, k, v = _split(q, h), _split(k, n_kv), _split(v, n_kv)  # (..., h or n_kv, n, d_head)
+    k_rep, v_rep = repeat_kv(k, h // n_kv), repeat_kv(v, h // n_kv)  # (..., h, n, d_head)
+    s = _scores(q, k_rep, 1.0 / np.sqrt(q.shape[-1]))  # (..., h, n, n)
     allowed = True
     if mask is not None:
         allowed = check_mask(mask, s.shape)
@@ -213,14 +265,14 @@ def _multi_head_parts(x, ws, h, mask, bs):
     # s is a fresh array (the scores), so the softmax may overwrite it
     weights = softmax_inplace(s, axis=-1, allowed=allowed)
     with checked_later():
-        heads = weights @ v  # (..., h, n, n) @ (..., h, n, d_v) -> (..., h, n, d_v)
+        heads = weights @ v_rep  # (..., h, n, n) @ (..., h, n, d_v) -> (..., h, n, d_v)
     check_result(heads, "the heads (weights @ v)")
     merged = _merge(heads)  # (..., h, n, d_v) -> (..., n, h * d_v)
     out = _affine(merged, w_o, b_o, "heads @ w_o (the output projection)")
     return out, weights, (q, k, v, merged)
 
 
-def _check_inputs(x, w_q, w_k, w_v, w_o, h, biases):
+def _check_inputs(x, w_q, w_k, w_v, w_o, h, biases, n_kv_heads=None):
     """The checks of :func:`multi_head_attention` (also its backward pass): shapes, heads,
     biases, then the dtype rule. Returns ``x, (w_q, w_k, w_v, w_o), h, (b_q, b_k, b_v, b_o)``.
     """
@@ -228,11 +280,20 @@ def _check_inputs(x, w_q, w_k, w_v, w_o, h, biases):
     d_model = x.shape[-1]
     w_q, w_k, w_v = (_check_weight(w, name, d_model) for w, name in
                      ((w_q, "w_q"), (w_k, "w_k"), (w_v, "w_v")))
-    if w_q.shape != w_k.shape:
+    if n_kv_heads is None and w_q.shape != w_k.shape:
         raise ValueError(f"w_q and w_k must have the same shape, got {w_q.shape} and {w_k.shape}")
-    h = _check_heads(w_q.shape[1], h, "the width of w_q and w_k (h * d_k)")
-    _check_heads(w_v.shape[1], h, "the width of w_v (h * d_v)")
-    w_o = _check_weight(w_o, "w_o", w_v.shape[1])
+    h = _check_heads(w_q.shape[1], h, "the width of w_q and w_k (h * d_k)" if n_kv_heads is None
+                     else "the width of w_q (h * d_k)")
+    n_kv = _check_kv_heads(h, n_kv_heads)
+    d_k = w_q.shape[1] // h
+    if w_k.shape[1] != n_kv * d_k:
+        raise ValueError(f"w_k must have width n_kv_heads * d_k = {n_kv} * {d_k} = {n_kv * d_k}"
+                         f" (d_k = {d_k} from w_q), got shape {w_k.shape}")
+    if n_kv_heads is None:
+        _check_heads(w_v.shape[1], h, "the width of w_v (h * d_v)")
+    else:
+        _check_heads(w_v.shape[1], n_kv, "the width of w_v (n_kv_heads * d_v)")
+    w_o = _check_weight(w_o, "w_o", w_v.shape[1] // n_kv * h)
     b_q, b_k, b_v, b_o = _check_biases(biases, (w_q.shape[1], w_k.shape[1], w_v.shape[1],
                                                 w_o.shape[1]))
     x, w_q, w_k, w_v, w_o = to_common_dtype(x, w_q, w_k, w_v, w_o, *(

@@ -120,6 +120,10 @@ def setups():
     c = ex.controls
     yield "positions_explorer", ex, {"offset": c["offset"], "query": c["query"],
                                      "pair": c["pair"], "base": c["base"]}
+    ex = explorers.kv_cache_explorer()
+    c = ex.controls
+    yield "kv_cache_explorer", ex, {name: c[name] for name in
+                                    ("n_heads", "n_kv_heads", "window", "n_sink", "n_ctx")}
 
 
 def time_control(explorer, widget):

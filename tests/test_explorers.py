@@ -49,6 +49,7 @@ FIGURE_KEYS = {
     "HeadsExplorer": ("weights", "titles", "row_labels", "col_labels"),
     "CostExplorer": ("curve", "marker", "timed_points", "time_marker_visible"),
     "TilingExplorer": ("tile", "running_max", "running_sum", "partial", "final", "scores"),
+    "KVCacheExplorer": ("sharing", "pattern", "curves"),
 }
 
 
@@ -75,7 +76,7 @@ def _png_ok(data):
 # --- shared behaviour -------------------------------------------------------------------
 
 FACTORIES = ["worked_example_lab", "scaling_explorer", "softmax_explorer", "mask_explorer",
-             "heads_explorer", "cost_explorer", "tiling_explorer"]
+             "heads_explorer", "cost_explorer", "tiling_explorer", "kv_cache_explorer"]
 
 
 @pytest.fixture(scope="module")
@@ -124,9 +125,9 @@ def test_colour_maps_are_colour_blind_safe(built):
         for ax in ex.figure.axes:
             for image in ax.images:
                 cmap = image.cmap
-                if cmap.name == "unnamed":  # mask_grid: grey vs Okabe-Ito blue
+                if cmap.name == "unnamed":  # mask_grid: grey vs Okabe-Ito blue (kv_cache: + orange)
                     assert isinstance(cmap, ListedColormap)
-                    assert {to_hex(c) for c in cmap.colors} == {
+                    assert {to_hex(c) for c in cmap.colors} - {to_hex(figures.SINK_COLOR)} == {
                         to_hex(figures.MASKED_FACE_COLOR), to_hex(figures.ALLOWED_COLOR)}
                 else:
                     seen.add(cmap.name.removesuffix("_r"))

@@ -141,3 +141,22 @@ BAD_INPUT = [
 @pytest.mark.parametrize(("call", "exc_type", "pattern"), BAD_INPUT)
 def test_bad_input_gets_a_clear_error(call, exc_type, pattern):
     ref.assert_clear_error(call, exc_type, pattern)
+
+
+def test_window_mask_with_sinks_against_a_loop():
+    from attn_core.masks import window_mask
+    for n in range(1, 8):
+        for w in range(1, 5):
+            for s in range(0, 4):
+                expect = [[j <= i and (i - j < w or j < s) for j in range(n)] for i in range(n)]
+                assert window_mask(n, w, n_sink=s).tolist() == expect
+
+
+def test_receptive_field_rejects_a_mask_without_its_diagonal():
+    import pytest
+
+    from attn_core.masks import receptive_field
+    with pytest.raises(ValueError, match="attend to itself"):
+        receptive_field(np.zeros((3, 3), dtype=bool), 2)
+    with pytest.raises(ValueError, match="square"):
+        receptive_field(np.ones((2, 3), dtype=bool), 2)

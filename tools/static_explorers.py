@@ -41,6 +41,7 @@ MAIN_CONTROLS = {
     "training_explorer": ("scaled", "d_k", "step"),
     "gpt_explorer": ("layer", "head"),
     "positions_explorer": ("offset",),
+    "kv_cache_explorer": ("n_kv_heads", "window"),
 }
 WHEN = {("mask_explorer", "window"): lambda now: now.get("kind") == "sliding window"}
 MAX_POSITIONS = 25  # per control: a longer range is sampled evenly (ends kept)

@@ -16,6 +16,7 @@ module                 explorer
 ``model``              ``model_explorer``: a real pretrained encoder, head by head
 ``gpt``                ``gpt_explorer``: the tiny GPT writing: prompt, temperature, top-k, a head
 ``positions``          ``positions_explorer``: the score against the query-key offset, four schemes
+``kv_cache``           ``kv_cache_explorer``: grouped-query heads, a rolling window, sinks, memory
 =====================  ==============================================================
 
 Each explorer's factory and class are re-exported here, so a notebook's Try-it cell is
@@ -31,6 +32,7 @@ from .base import Explorer, read_tables
 from .cost import CostExplorer, cost_explorer
 from .gpt import GPTExplorer, gpt_explorer
 from .heads import HeadsExplorer, heads_explorer
+from .kv_cache import KVCacheExplorer, kv_cache_explorer
 from .masks import MaskExplorer, mask_explorer
 from .positions import PositionsExplorer, positions_explorer
 from .scaling import ScalingExplorer, scaling_explorer
@@ -43,6 +45,7 @@ __all__ = [
     "CostExplorer",
     "Explorer",
     "GPTExplorer",
+    "KVCacheExplorer",
     "HeadsExplorer",
     "MaskExplorer",
     "ModelExplorer",
@@ -54,6 +57,7 @@ __all__ = [
     "WorkedExampleLab",
     "cost_explorer",
     "gpt_explorer",
+    "kv_cache_explorer",
     "heads_explorer",
     "mask_explorer",
     "model_explorer",

@@ -31,6 +31,7 @@ module                 figures
                        ``position_schemes``: score against offset, four schemes
 ``training``           ``loss_curves``, ``attention_through_training``, ``training_figure``
 ``gpt``                the tiny GPT: next-character bars above one head's map
+``kv_cache``           today's KV cache: head sharing, window + sinks, bytes per token
 ``alt``                a sentence saying what a figure shows, in the output's metadata
 =====================  ==============================================================
 
@@ -49,6 +50,7 @@ from . import (
     head_grids,
     head_mosaics,
     heatmaps,
+    kv_cache,
     lines,
     mask_grids,
     model_axes,
@@ -70,6 +72,7 @@ from .gpt import *  # noqa: F403
 from .head_grids import *  # noqa: F403
 from .head_mosaics import *  # noqa: F403
 from .heatmaps import *  # noqa: F403
+from .kv_cache import *  # noqa: F403
 from .lines import *  # noqa: F403
 from .mask_grids import *  # noqa: F403
 from .model_base import *  # noqa: F403
@@ -81,7 +84,8 @@ from .positions import *  # noqa: F403
 from .products import *  # noqa: F403
 from .training import *  # noqa: F403
 
-_MODULES = (alt, bars, base, beyond_length, cells, gpt, head_grids, head_mosaics, heatmaps, lines,
+_MODULES = (alt, bars, base, beyond_length, cells, gpt, head_grids, head_mosaics, heatmaps,
+            kv_cache, lines,
             mask_grids, model_axes, model_base, model_every_head, model_head_maps, model_panels,
             model_roles, positions, products, training)
 __all__ = sorted({name for module in _MODULES for name in module.__all__})

@@ -198,7 +198,7 @@ def encoder_layer(x, layer, heads, mask=None, eps=1e-12):
     return y, weights
 
 
-def encoder_forward(weights, ids, attention_mask=None, token_type_ids=None):
+def encoder_forward(weights, ids, attention_mask=None, token_type_ids=None, head_mask=None):
     """The whole encoder: embeddings, then every layer, keeping every step's output.
 
     Parameters
@@ -210,6 +210,10 @@ def encoder_forward(weights, ids, attention_mask=None, token_type_ids=None):
         1 for real tokens, 0 for padding; padded keys get weight 0 in every head. Default:
         every token is real.
     token_type_ids : (..., n) int array_like, optional
+    head_mask : (layers, heads, n) bool array_like, optional
+        False where head ``h`` of layer ``l`` may not attend to key ``j`` (for any query):
+        an ablation of what single heads see (notebook 16 masks the ``[CLS]`` sink). It
+        combines with ``attention_mask`` by "and"; a query must keep at least one key.
 
     Returns
     -------
@@ -231,14 +235,27 @@ def encoder_forward(weights, ids, attention_mask=None, token_type_ids=None):
     if attention_mask is not None:
         keep = _attention_mask(attention_mask, ids.shape)
         mask = keep[..., None, None, :]  # (..., 1, 1, n): every head, every query
+    layer_masks = _head_masks(head_mask, len(weights.layers), weights.heads, ids.shape[-1], mask)
     x = embed(weights, ids, token_type_ids)
     states, attentions = [x], []
-    for layer in weights.layers:
-        x, a = encoder_layer(x, layer, weights.heads, mask=mask, eps=weights.eps)
+    for layer, layer_mask in zip(weights.layers, layer_masks):
+        x, a = encoder_layer(x, layer, weights.heads, mask=layer_mask, eps=weights.eps)
         states.append(x)
         attentions.append(a)
     return EncoderOutput(hidden_states=np.stack(states, axis=-3),
                          attentions=np.stack(attentions, axis=-4))
+
+
+def _head_masks(head_mask, layers, heads, n, mask):
+    """One mask per layer: ``mask`` and'ed with ``head_mask[l]`` as ``(heads, 1, n)``."""
+    if head_mask is None:
+        return [mask] * layers
+    hm = np.asarray(head_mask)
+    if hm.dtype != bool or hm.shape != (layers, heads, n):
+        raise ValueError(f"head_mask must be a bool array of shape (layers, heads, n) = "
+                         f"{(layers, heads, n)}, got dtype {hm.dtype} and shape {hm.shape}")
+    per_layer = hm[:, :, None, :]  # (layers, heads, 1, n): the same keys for every query
+    return [m if mask is None else m & mask for m in per_layer]
 
 
 def _tiny_weights(d=4, d_ff=8, heads=2, layers=1, vocab=8, seed=0):

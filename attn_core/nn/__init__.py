@@ -12,7 +12,8 @@ in numpy, the tiny GPT built from them, and its optimiser.
 * :mod:`attn_core.nn.optim`      -- SGD, AdamW, clip_grad_norm (notebook 12's model uses them)
 * :mod:`attn_core.nn.data`       -- the shipped corpus, CharVocab, the split, batches
 * :mod:`attn_core.nn.baselines`  -- unigram and bigram losses, what attention has to beat
-* :mod:`attn_core.nn.generate`   -- sampling through a per-layer KV cache
+* :mod:`attn_core.nn.generate`   -- sampling through a per-layer KV cache (full or rolling)
+* :mod:`attn_core.nn.streaming`  -- attention sinks: weight on the first tokens, windowed loss
 * :mod:`attn_core.nn.checkpoint` -- saving and loading a trained model
 * :mod:`attn_core.nn.train`      -- train_gpt: the training loop with validation
 """
@@ -52,6 +53,7 @@ from .layer_norm import check_eps, layer_norm, layer_norm_backward
 from .loss import cross_entropy, log_softmax
 from .mlp import mlp, mlp_backward
 from .optim import SGD, AdamW, clip_grad_norm, global_norm
+from .streaming import first_token_weight, token_losses
 from .train import GPTRun, evaluate, lr_at, text_loss, train_gpt, validation_batches
 
 __all__ = [
@@ -84,6 +86,7 @@ __all__ = [
     "embed",
     "embed_backward",
     "evaluate",
+    "first_token_weight",
     "forward_cached",
     "gelu",
     "gelu_backward",
@@ -109,6 +112,7 @@ __all__ = [
     "save_checkpoint",
     "split_corpus",
     "text_loss",
+    "token_losses",
     "train_gpt",
     "unigram_loss",
     "unigram_probs",

@@ -6,6 +6,10 @@ attending over the cache. The logits are those of a full causal recompute of the
 (tested to 1e-12 in float64). The positions are learned, ``n_ctx`` of them: when the window
 is full, the text is cropped to its last ``n_ctx`` tokens (or fewer: ``keep``) and the cache
 is recomputed for them, which :class:`Generation` records (``cropped``, ``starts``).
+
+The caches may also be rolling (``prefill(..., window=w, n_sink=s)``): each layer keeps only
+the last ``w`` tokens' keys and values (and the first ``s``), as a sliding-window model does;
+the positions still count every token seen, so the whole text must fit in ``n_ctx``.
 """
 
 from __future__ import annotations
@@ -131,14 +135,17 @@ def forward_cached(params, config, new_ids, caches):
     params : dict of arrays (see :func:`attn_core.nn.gpt.init_gpt`), already checked
         (:func:`attn_core.nn.gpt.check_params`: this inner loop does not check them again)
     config : GPTConfig
-    new_ids : (m,) int ndarray
-        The new tokens, at positions ``t .. t + m - 1`` (``t + m <= n_ctx``).
+    new_ids : (..., m) int ndarray
+        The new tokens, at positions ``t .. t + m - 1`` (``t + m <= n_ctx``); leading dims
+        are a batch of texts decoded side by side.
     caches : tuple of n_layers KVCache
-        Keys and values ``(n_heads, t, d_head)`` of each layer (``empty_cache`` at start).
+        Keys and values ``(..., n_heads, t, d_head)`` of each layer (``empty_cache`` at start).
+        Rolling caches (``window`` set, see :func:`prefill`) take the tokens one at a time;
+        ``t`` is then the tokens seen (``cache.seen``), the cache holds fewer.
 
     Returns
     -------
-    logits : (m, vocab) ndarray
+    logits : (..., m, vocab) ndarray
         Row ``i`` predicts the token after new token ``i``.
     caches : tuple of KVCache
         The caches with the ``m`` new tokens appended.
@@ -151,34 +158,47 @@ def forward_cached(params, config, new_ids, caches):
     ``x = x + MLP(LN2(x))``; then ``logits = LN_f(x) W_unembed``. The causal mask between
     the ``m`` new tokens is :func:`attn_core.decoding.decode_step`'s.
     """
-    t = caches[0].length
+    t = caches[0].seen
     new_ids = check_ids(new_ids, config.vocab_size, name="new_ids")
-    if t + len(new_ids) > config.n_ctx:
-        raise ValueError(f"{t} cached + {len(new_ids)} new tokens exceed n_ctx = "
+    m = new_ids.shape[-1]
+    if t + m > config.n_ctx:
+        raise ValueError(f"{t} cached + {m} new tokens exceed n_ctx = "
                          f"{config.n_ctx}: crop the context first")
+    if caches[0].window is not None and m > 1:  # a rolling cache: one token at a time
+        rows = []
+        for i in range(m):
+            logits, caches = forward_cached(params, config, new_ids[..., i:i + 1], caches)
+            rows.append(logits)
+        return np.concatenate(rows, axis=-2), caches  # m x (..., 1, vocab) -> (..., m, vocab)
     h = config.n_heads
-    x = _embed(new_ids, params["wte"], params["wpe"][t:])  # (m, d_model), positions t..t+m-1
+    x = _embed(new_ids, params["wte"], params["wpe"][t:])  # (..., m, d_model), positions t..
     out_caches = []
     for i, cache in enumerate(caches):
         p = block_params(params, i)
-        a = _layer_norm(x, p["ln1.g"], p["ln1.b"])  # (m, d_model)
+        a = _layer_norm(x, p["ln1.g"], p["ln1.b"])  # (..., m, d_model)
         q, k, v = (_split(_affine(a, p[f"attn.w_{c}"], p[f"attn.b_{c}"], f"the {c} "
-                                  "projection"), h) for c in "qkv")  # each (h, m, d_head)
-        cache = append_kv(cache, k, v)  # (h, t + m, d_head)
-        heads, _ = decode_step(q, cache)  # (h, m, d_head)
+                                  "projection"), h) for c in "qkv")  # each (..., h, m, d_head)
+        cache = append_kv(cache, k, v)  # (..., h, t + m, d_head)
+        heads, _ = decode_step(q, cache)  # (..., h, m, d_head)
         x = x + _affine(_merge(heads), p["attn.w_o"], p["attn.b_o"], "the output projection")
         x = x + _mlp_parts(_layer_norm(x, p["ln2.g"], p["ln2.b"]), p["mlp.w_in"],
-                           p["mlp.b_in"], p["mlp.w_out"], p["mlp.b_out"])[0]  # (m, d_model)
+                           p["mlp.b_in"], p["mlp.w_out"], p["mlp.b_out"])[0]  # (..., m, d_model)
         out_caches.append(cache)
     x = _layer_norm(x, params["ln_f.g"], params["ln_f.b"])
-    return x @ params["w_unembed"], tuple(out_caches)  # (m, d) @ (d, V) -> (m, V)
+    return x @ params["w_unembed"], tuple(out_caches)  # (..., m, d) @ (d, V) -> (..., m, V)
 
 
-def prefill(params, config, ids):
-    """Fresh caches for the window ``ids`` (n <= n_ctx) and the logits ``(n, vocab)``."""
+def prefill(params, config, ids, window=None, n_sink=0):
+    """Fresh caches for the window ``ids`` (..., n), n <= n_ctx, and the logits ``(..., n, vocab)``.
+
+    With ``window`` (and ``n_sink``) the caches are rolling (:func:`attn_core.decoding.
+    empty_cache`): every token attends only to the last ``window`` tokens (itself included)
+    and the first ``n_sink``, in every layer; the logits are then those of the full model
+    under that mask."""
     d_head = config.d_model // config.n_heads
     dtype = params["wte"].dtype
-    caches = tuple(empty_cache(d_head, batch=(config.n_heads,), dtype=dtype)
+    batch = (*np.shape(ids)[:-1], config.n_heads)  # (..., n_heads): a cache per text and head
+    caches = tuple(empty_cache(d_head, batch=batch, dtype=dtype, window=window, n_sink=n_sink)
                    for _ in range(config.n_layers))
     return forward_cached(params, config, ids, caches)
 
