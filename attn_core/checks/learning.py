@@ -10,7 +10,7 @@ from ..attention import attention
 from ..gradients import attention_backward, softmax_backward
 from ..softmax import softmax
 from ..training import init_gradient_norms
-from ._base import check_array, check_choice, is_unanswered, not_yet, right, unanswered
+from ._base import check_array, check_choice, is_unanswered, not_yet, progressive, right, unanswered
 from ._practice import LearnerTimeout, run_learner
 
 __all__ = ["check_grad_v", "check_my_softmax_backward", "check_order_question",
@@ -29,6 +29,7 @@ def _cases():
             (masked, g.standard_normal(4))]
 
 
+@progressive
 def check_my_softmax_backward(fn):
     """Check a learner's ``fn(p, grad_p)``: the gradient w.r.t. the softmax's input.
 
@@ -41,7 +42,7 @@ def check_my_softmax_backward(fn):
     if is_unanswered(fn):
         return unanswered(hint)
     if not callable(fn):
-        return not_yet(f"pass your function itself (its name, without brackets). {hint}")
+        return not_yet("pass your function itself (its name, without brackets).", hint)
     for p, g in _cases():
         expected = softmax_backward(p, g)
         try:
@@ -49,10 +50,10 @@ def check_my_softmax_backward(fn):
         except LearnerTimeout as exc:
             return not_yet(str(exc))
         except Exception as exc:  # the learner's code may fail in any way
-            return not_yet(f"your function raised {type(exc).__name__}: {exc}. {hint}")
+            return not_yet(f"your function raised {type(exc).__name__}: {exc}.", hint)
         if got.shape != expected.shape:
             return not_yet(f"for input of shape {p.shape} your function returned shape "
-                           f"{got.shape}; the gradient has the shape of the scores. {hint}")
+                           f"{got.shape}; the gradient has the shape of the scores.", hint)
         if np.allclose(got, expected, atol=1e-8):
             continue
         if np.allclose(got, p * g, atol=1e-8):
@@ -69,6 +70,7 @@ def check_my_softmax_backward(fn):
                  "masked row it passes back (almost) nothing, whatever g is.")
 
 
+@progressive
 def check_grad_v(answer, q, k, v, grad_out):
     """Check the gradient of the loss w.r.t. V, given the upstream gradient ``grad_out``."""
     grad_v = attention_backward(q, k, v, grad_out)[2]
@@ -99,6 +101,7 @@ SHRINK_OPTIONS = {
 }
 
 
+@progressive
 def check_what_shrinks(answer, d_k=256, seeds=(0, 1, 2)):
     """Which gradient is smaller without the 1/sqrt(d_k) factor, at initialisation?
 
@@ -128,6 +131,7 @@ ORDER_OPTIONS = {
 }
 
 
+@progressive
 def check_order_question(answer):
     """Without positional encodings, permuting a sequence's input rows does what?"""
     return check_choice(answer, "b", tuple(ORDER_OPTIONS),

@@ -11,6 +11,7 @@ from .. import examples
 from ..attention import attention, scores
 from ..masks import causal_mask, window_mask
 from ..softmax import softmax
+from ._base import progressive
 from ._practice import Case, Mistake, judge
 
 __all__ = ["check_scores", "check_softmax", "check_attention", "check_masked_attention",
@@ -40,6 +41,7 @@ def _large_qkv():
     return q * 80.0, k * 80.0, v
 
 
+@progressive
 def check_scores(fn, scaled=True):
     """Check ``fn(q, k)``: the score matrix ``q k^T`` (divided by sqrt(d_k) if ``scaled``).
 
@@ -122,6 +124,7 @@ def _softmax_variants():
     ]
 
 
+@progressive
 def check_softmax(fn):
     """Check ``fn(x, axis=-1)``: a numerically stable softmax along ``axis``.
 
@@ -159,6 +162,7 @@ def _weights(q, k, scale=None, axis=-1, mask=None, fill=-np.inf):
     return softmax(s, axis=axis)
 
 
+@progressive
 def check_attention(fn):
     """Check ``fn(q, k, v, scale=None)``: the output ``softmax(q k^T * scale) v``.
 
@@ -218,6 +222,7 @@ def _random_mask(seed, n_q, n_k):
     return mask
 
 
+@progressive
 def check_masked_attention(fn):
     """Check ``fn(q, k, v, mask)``: attention where a False ``mask[..., i, j]`` hides key j.
 
@@ -272,6 +277,7 @@ def check_masked_attention(fn):
                      "query that may see nothing gets a zero output instead of NaN.")
 
 
+@progressive
 def check_sliding_window_mask(fn):
     """Check ``fn(n, window)``: the causal sliding-window mask, ``(n, n)`` booleans.
 

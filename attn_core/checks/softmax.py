@@ -17,6 +17,7 @@ from ._base import (
     is_close,
     is_unanswered,
     not_yet,
+    progressive,
     read_number,
     right,
     rounding_tolerance,
@@ -25,6 +26,7 @@ from ._base import (
 __all__ = ["check_weight_by_hand", "check_temperature_weights", "check_temperature_limit"]
 
 
+@progressive
 def check_weight_by_hand(answer, row=2, col=3, q=None, k=None, decimals=2):
     """Check the attention weight of query ``row`` on key ``col`` (both counted from 1).
 
@@ -64,10 +66,11 @@ def check_weight_by_hand(answer, row=2, col=3, q=None, k=None, decimals=2):
                        "a column.")
     if 0.0 < got < 1.0 and is_close(got, expected, atol=max(0.03, 3 * atol)):
         return not_yet(f"close, but it does not round to the weight at {decimals} decimals: "
-                       f"keep more decimals in the scores and round only at the end. {hint}")
+                       f"keep more decimals in the scores and round only at the end.", hint)
     return not_yet(hint)
 
 
+@progressive
 def check_temperature_weights(answer, row=None, temperature=0.5):
     """Check ``softmax(row / temperature)`` computed by the reader.
 
@@ -99,6 +102,7 @@ def check_temperature_weights(answer, row=None, temperature=0.5):
 TEMPERATURE_LIMIT_OPTIONS = ("one-hot", "uniform", "unchanged")
 
 
+@progressive
 def check_temperature_limit(answer, row=None):
     """What do the weights of ``row`` tend to as the temperature grows without bound?
 
