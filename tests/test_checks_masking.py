@@ -13,6 +13,7 @@ import pytest
 from attn_core import MASKED_SCORE, attention, causal_mask, examples, softmax, window_mask
 from attn_core.checks import check_visible_positions, check_window_mask, check_zeroed_row_sums
 from attn_core.checks._base import NO_ANSWER, NOT_YET, RIGHT
+
 from reference import carries_hint
 
 

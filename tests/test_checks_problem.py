@@ -8,6 +8,7 @@ import pytest
 
 from attn_core import attention, examples
 from attn_core.checks import check_focus_query, check_mixture, check_top_token
+
 from reference import carries_hint
 
 TOKENS = examples.TOKENS

@@ -13,6 +13,7 @@ import pytest
 from attn_core import examples
 from attn_core.checks import check_raw_std, check_restoring_scale, check_saturation
 from attn_core.checks._base import ASK_FOR_MORE, NO_ANSWER, NOT_YET, RIGHT
+
 from reference import carries_hint
 
 

@@ -11,6 +11,7 @@ import pytest
 from attn_core import examples
 from attn_core.checks import check_best_key, check_score_cell, check_scores_shape
 from attn_core.checks._base import NO_ANSWER, NOT_YET, RIGHT
+
 from reference import carries_hint
 
 

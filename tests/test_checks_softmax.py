@@ -18,6 +18,7 @@ from attn_core.checks import (
     check_weight_by_hand,
 )
 from attn_core.checks._base import NO_ANSWER, NOT_YET, RIGHT
+
 from reference import carries_hint
 
 

@@ -14,6 +14,7 @@ import pytest
 from attn_core import attention, examples
 from attn_core.checks import check_output_entry, check_uniform_output, check_uniform_query
 from attn_core.checks._base import NO_ANSWER, NOT_YET, RIGHT
+
 from reference import carries_hint
 
 
