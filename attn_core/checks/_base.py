@@ -61,8 +61,8 @@ def _as_sentence(text):
     text = " ".join(str(text).split())
     if not text:
         return ""
-    first = text.split(" ", 1)[0].rstrip(",:;.")
-    if first.isalpha() and len(first) > 1:  # a word, not a symbol such as d_k, m or q_t
+    first = text.split(" ", 1)[0].rstrip(",:;.").replace("-", "")
+    if first.isalpha() and (len(first) > 1 or first == "a"):  # a word, not d_k, m or q_t
         text = text[:1].upper() + text[1:]
     return text if text[-1] in ".?!)" else text + "."
 
@@ -213,8 +213,12 @@ def check_number(answer, expected, *, hint, why="", atol=1e-2, rtol=0.0):
     return right(why)
 
 
-def check_choice(answer, expected, options, *, hint, why=""):
-    """Compare a multiple-choice answer (one of ``options``, case-insensitive for strings)."""
+def check_choice(answer, expected, options, *, hint, why="", wrong=None):
+    """Compare a multiple-choice answer (one of ``options``, case-insensitive for strings).
+
+    ``wrong`` maps a wrong option to what is wrong with it (the misconception it stands
+    for); that is what a learner who picks it is told first, the ``hint`` on the next try.
+    """
     if is_unanswered(answer):
         return unanswered(hint)
     norm = (lambda a: a.strip().lower()) if isinstance(answer, str) else (lambda a: a)
@@ -223,4 +227,7 @@ def check_choice(answer, expected, options, *, hint, why=""):
     if got not in valid:
         return not_yet(f"choose one of {list(options)}.", hint)
     exp = norm(expected) if isinstance(expected, str) else expected
-    return right(why) if got == exp else not_yet(hint)
+    if got == exp:
+        return right(why)
+    said = {norm(k) if isinstance(k, str) else k: v for k, v in (wrong or {}).items()}
+    return not_yet(said[got], hint) if got in said else not_yet(hint)

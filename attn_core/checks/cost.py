@@ -110,6 +110,11 @@ def check_running_max(answer, q, k, v, block_size, step):
         unscaled = scores(q, k, scale=1.0)[..., rows, :tile.cols.stop].max(axis=-1)
         if not np.allclose(only_tile, expected) and np.allclose(got, only_tile, atol=1e-2):
             return not_yet("that is the max of this tile alone; m carries over.", hint)
+        full_row = scores(q, k)[..., rows, :].max(axis=-1)
+        if not np.allclose(full_row, expected) and np.allclose(got, full_row, atol=1e-2):
+            return not_yet(f"that is the maximum of the whole rows, keys the loop has not seen "
+                           f"yet included: after tile {step}, m covers only the key columns up "
+                           f"to {tile.cols.stop}.", hint)
         if not np.allclose(unscaled, expected) and np.allclose(got, unscaled, atol=1e-2):
             return not_yet("those are unscaled dot products; divide by sqrt(d_k).", hint)
         if step < len(steps):

@@ -37,12 +37,15 @@ def check_my_softmax_backward(fn):
     and compared with :func:`~attn_core.softmax_backward`; the learner's code never sees the
     expected values.
     """
-    hint = ("for each row, the gradient of score j is p_j times (g_j minus the p-weighted "
-            "average of g over that row); no Jacobian matrix is needed.")
+    hint = ("use the formula of step 2, one row at a time: it needs each row's p-weighted "
+            "average of the upstream gradient, and no Jacobian matrix.")
     if is_unanswered(fn):
-        return unanswered(hint)
+        return unanswered("write my_softmax_backward in the cell, then pass the function "
+                          "itself to the check: replace None with its name, without brackets. "
+                          "The gradient comes from the formula of step 2, for each row of p.")
     if not callable(fn):
-        return not_yet("pass your function itself (its name, without brackets).", hint)
+        return not_yet("pass your function itself (its name, without brackets), not its "
+                       "result.", hint)
     for p, g in _cases():
         expected = softmax_backward(p, g)
         try:
@@ -58,14 +61,15 @@ def check_my_softmax_backward(fn):
             continue
         if np.allclose(got, p * g, atol=1e-8):
             return not_yet("you multiplied by p but did not subtract the weighted average "
-                           "of g: every score also changes every other weight.")
+                           "of g: every score also changes every other weight.", hint)
         if np.allclose(got, -expected, atol=1e-8):
             return not_yet("the sign is flipped: it is g minus the average, not the average "
-                           "minus g.")
+                           "minus g.", hint)
         if p.ndim > 1 and np.allclose(got, p * (g - (p * g).sum()), atol=1e-8):
-            return not_yet("you summed p * g over the whole array; sum along the last axis "
-                           "only (one sum per row, keepdims=True).")
-        return not_yet(hint)
+            return not_yet("you summed the products of p and g over the whole array; each row "
+                           "needs its own sum, along the last axis.", hint)
+        return not_yet(f"on input of shape {p.shape} your gradient differs from the softmax's "
+                       "backward pass.", hint)
     return right("That is the softmax's vector-Jacobian product: on a saturated or fully "
                  "masked row it passes back (almost) nothing, whatever g is.")
 
@@ -86,7 +90,11 @@ def check_grad_v(answer, q, k, v, grad_out):
                                                                             atol=1e-2):
             if np.allclose(got, weights @ np.asarray(grad_out, float), atol=1e-2):
                 return not_yet("you used P, not its transpose: the gradient of V sums over "
-                               "the queries, i.e. the columns of P.")
+                               "the queries, i.e. the columns of P.", hint)
+            if np.allclose(got, np.asarray(grad_out, float), atol=1e-2):
+                return not_yet("that is the upstream gradient itself: each value row gets "
+                               "the upstream gradients weighted by how much each query "
+                               "attends to it.", hint)
     return check_array(answer, grad_v, hint=hint,
                        why="dV = Pᵀ dO: a value gets gradient only through the queries that "
                            "attend to it.")
@@ -119,7 +127,14 @@ def check_what_shrinks(answer, d_k=256, seeds=(0, 1, 2)):
     why = ("Only the softmax's own gradient shrinks; the factor sqrt(d_k) that the scaling "
            "removes comes back in dS/dq, so the gradient reaching q and W_q is larger "
            "unscaled." if expected == "a" else "")
-    return check_choice(answer, expected, tuple(SHRINK_OPTIONS), hint=hint, why=why)
+    wrong = {key: f"the gradient w.r.t. {name} is not smaller unscaled: the factor sqrt(d_k) "
+                  "that the scaling removes comes back in the chain from the scores to q."
+             for key, name in SHRINK_OPTIONS.items() if key in ("b", "c")}
+    wrong["d"] = ("not all three: the gradient w.r.t. the scores does shrink, but the factor "
+                  "sqrt(d_k) that the scaling removes comes back on the way to q and W_q.")
+    wrong.pop(expected, None)
+    return check_choice(answer, expected, tuple(SHRINK_OPTIONS), hint=hint, why=why,
+                        wrong=wrong)
 
 
 #: Options of the question on permuting the input rows.
@@ -134,7 +149,14 @@ ORDER_OPTIONS = {
 @progressive
 def check_order_question(answer):
     """Without positional encodings, permuting a sequence's input rows does what?"""
-    return check_choice(answer, "b", tuple(ORDER_OPTIONS),
+    wrong = {"a": "the output rows follow their own inputs: when input rows swap, the rows "
+                  "of the output swap too, so it is not unchanged.",
+             "c": "every output row is computed from its own query and the same set of keys "
+                  "and values, so nothing depends on the weights here: the rows move the "
+                  "same way the inputs did.",
+             "d": "the weights come from the same queries and keys, only in another order; "
+                  "nothing makes them uniform."}
+    return check_choice(answer, "b", tuple(ORDER_OPTIONS), wrong=wrong,
                         hint="each output row is computed from its own query and the set of "
                              "all keys and values; which of those change when rows swap?",
                         why="Attention without positions is permutation-equivariant: it "

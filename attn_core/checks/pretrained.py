@@ -46,10 +46,9 @@ def check_strongest_head(answer, run, query="it", key="animal"):
     q, k = run.index(query), run.index(key)
     share = np.asarray(run.attentions)[:, :, q, k]  # (layers, heads)
     layers, heads = share.shape
-    hint = (f"take the weight of row {query!r}, column {key!r} in every head: "
-            "run.attentions[:, :, q, k] has one entry per (layer, head); "
-            "find its largest entry (np.argmax with np.unravel_index) and add 1 to both "
-            "indices, since the course counts layers and heads from 1.")
+    hint = (f"every head has one weight in row {query!r}, column {key!r}: collect that "
+            "weight from every layer and head of run.attentions, find the largest, and say "
+            "where it is, counting layers and heads from 1 as the course does.")
     hint = hint[:1].upper() + hint[1:]
     if is_unanswered(answer):
         return unanswered(hint)
@@ -86,10 +85,10 @@ def check_previous_token_score(answer, run, layer, head):
     head = _head_number(head, heads, "head")
     w = np.asarray(run.attentions[layer - 1, head - 1], dtype=float)  # (n, n)
     n = w.shape[-1]
-    hint = (f"take w = run.attentions[{layer - 1}, {head - 1}] (layer {layer}, head {head}: "
-            "numpy counts from 0); row i's previous token is column i - 1, which exists for "
-            f"rows 2 to {n} only; average those {n - 1} weights (np.diagonal with offset=-1 "
-            "collects them). Give 3 decimals or more.")
+    hint = (f"take the weights of layer {layer}, head {head} (numpy counts from 0, the course "
+            "from 1); row i's previous token is column i - 1, which exists for "
+            f"rows 2 to {n} only: average those {n - 1} weights, the diagonal just below the "
+            "main one. Give 3 decimals or more.")
     hint = hint[:1].upper() + hint[1:]
     if is_unanswered(answer):
         return unanswered(hint)
@@ -154,8 +153,8 @@ def check_padding_pooling(prediction, difference, model, sentence, longer):
     """
     hint = ("In the batch, the short sentence is padded with [PAD] pieces. Think about which "
             "weights the attention mask sets to zero, and which rows mean_pool averages; then "
-            "measure: run_batch([sentence, longer]) returns the embeddings (its last item), "
-            "and np.abs(a - b).max() compares two vectors.")
+            "measure: run_batch returns the embeddings as its last item; the largest absolute "
+            "difference of the two vectors is the number asked for.")
     if is_unanswered(prediction) and is_unanswered(difference):
         return unanswered(hint)
     expected_diff = _padding_difference(model, sentence, longer)

@@ -47,7 +47,9 @@ def check_top_token(answer, queries, keys, query_token="it", tokens=examples.TOK
                      f"{query_token!r}, so it wins the largest weight.")
     if got == query_token:
         return not_yet("a token does not automatically attend most to itself here.", hint)
-    return not_yet(hint)
+    return not_yet(f"{got!r} does not have the largest dot product with the query of "
+                   f"{query_token!r}: the weights follow the dot products, not what the words "
+                   "mean.", hint)
 
 
 @progressive
@@ -97,5 +99,12 @@ def check_focus_query(answer, keys, target="animal", tokens=examples.TOKENS, thr
     share = float(_row_weights(q, keys)[col])
     if share >= threshold:
         return right(f"This query puts {share:.0%} of its weight on {target!r}.")
+    key = keys[col]
+    along = float(q @ key) / (np.linalg.norm(q) * np.linalg.norm(key) + 1e-300)
+    if along > 0.99:
+        return not_yet(f"this query points the way the key of {target!r} points, but puts only "
+                       f"{share:.0%} of its weight there: it is too short to decide. A longer "
+                       f"query spreads the scores further apart (the goal is at least "
+                       f"{threshold:.0%}).", hint)
     return not_yet(f"this query puts {share:.0%} of its weight on {target!r}; the goal is "
                    f"at least {threshold:.0%}.", hint)

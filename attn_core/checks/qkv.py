@@ -20,7 +20,7 @@ def check_product_shape(answer, a_shape, b_shape, names=("A", "B")):
     """Check the shape of the matrix product of arrays shaped ``a_shape`` and ``b_shape``."""
     expected = np.matmul(np.zeros(a_shape), np.zeros(b_shape)).shape
     a, b = names
-    hint = (f"In {a} @ {b}, each row of {a} meets each column of {b}: the result keeps the "
+    hint = (f"In the product {a} {b}, each row of {a} meets each column of {b}: the result keeps the "
             f"rows of {a} and the columns of {b}, and the shared inner size is summed away.")
     got, feedback = read_shape(answer, hint)
     if feedback is not None:
@@ -53,7 +53,7 @@ def check_query_row(answer, x, w_q, row=1, w_k=None, w_v=None):
             got = None
         if got is not None and got.shape == expected.shape and not np.allclose(
                 got, expected, atol=1e-2):
-            others = {"the key (X @ W_k)": w_k, "the value (X @ W_v)": w_v}
+            others = {"the key (X times W_k)": w_k, "the value (X times W_v)": w_v}
             for what, w in others.items():
                 if w is not None and np.allclose(got, (x @ np.asarray(w, float))[row - 1],
                                                  atol=1e-2):

@@ -49,7 +49,14 @@ def check_quiz_scaling(answer):
     """Q1: why the scores are divided by sqrt(d_k) (the option about spread and saturation)."""
     hint = ("Think about what happens to the softmax when its inputs are spread far "
             "apart, and to its Jacobian. " + _see("scaling"))
-    return check_choice(answer, "b", CHOICES, hint=hint,
+    wrong = {"a": "the softmax makes each row sum to 1 on its own, whatever the scale of "
+                  "the scores; dividing them does not change that.",
+             "c": "dividing by a positive number keeps every sign: a negative score stays "
+                  "negative.",
+             "d": "the division comes after the product and costs one extra operation per "
+                  "score; it saves no work."}
+    wrong = {option: f"{why} {_see('scaling')}" for option, why in wrong.items()}
+    return check_choice(answer, "b", CHOICES, hint=hint, wrong=wrong,
                         why="Without it the spread of the scores grows with d_k and the "
                             "softmax saturates: its own Jacobian all but vanishes, and "
                             "unscaled wide heads learn more slowly (the gradient reaching W_q "
@@ -80,7 +87,13 @@ def check_quiz_roles(answer):
     """Q3: which vector of the attended token is compared with the query (its key)."""
     hint = ("One vector is compared with the query to decide the weight; another is what "
             "gets mixed into the output. " + _see("qkv"))
-    return check_choice(answer, "b", CHOICES, hint=hint,
+    wrong = {"a": "a token's query asks; it is not what the other tokens' queries are "
+                  "compared with.",
+             "c": "the value is what gets mixed into the output once the weight is decided; "
+                  "it plays no part in deciding the weight.",
+             "d": "an output is what attention returns, after the weights are decided."}
+    wrong = {option: f"{why} {_see('qkv')}" for option, why in wrong.items()}
+    return check_choice(answer, "b", CHOICES, hint=hint, wrong=wrong,
                         why="Queries meet keys; values are what is handed over.")
 
 
@@ -111,7 +124,12 @@ def check_quiz_maps(answer):
     """Q5: what an attention map shows (how the values were blended, not what later layers did)."""
     hint = ("An attention map is the weight matrix after the softmax; ask what its rows "
             "add up to and what the weights do and do not tell you. " + _see("softmax"))
-    return check_choice(answer, "a", CHOICES, hint=hint,
+    wrong = {"b": "the map shows one head's blend in one layer; the prediction comes from "
+                  "every head and every later layer, so it does not depend 70% on one word.",
+             "c": "the map is drawn after the softmax: its rows are weights, not raw scores.",
+             "d": "each ROW of the map sums to 1 (one query's weights); its columns need not."}
+    wrong = {option: f"{why} {_see('softmax')}" for option, why in wrong.items()}
+    return check_choice(answer, "a", CHOICES, hint=hint, wrong=wrong,
                         why="A weight says how much of a value went into the blend, not what "
                             "later layers did with it.")
 

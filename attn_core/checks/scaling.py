@@ -102,6 +102,13 @@ def check_saturation(answer, row, d_k):
     if len(got) != 2 or not all(isinstance(g, (bool, np.bool_)) for g in got):
         return not_yet("the answer should be a pair (raw_saturated, scaled_saturated) of "
                        "True/False values.", hint)
-    if tuple(bool(g) for g in got) == expected:
+    got = tuple(bool(g) for g in got)
+    if got == expected:
         return right("Scaling decides whether one key takes (almost) all the weight.")
+    if expected[0] != expected[1] and got == expected[::-1]:
+        return not_yet("the two are swapped: the first says whether the raw row saturates, "
+                       "the second the scaled row.", hint)
+    if expected[0] != expected[1] and got[0] == got[1]:
+        return not_yet("you say the scaling changes nothing here: it does; compare the "
+                       "largest weight of the raw row with that of the scaled row.", hint)
     return not_yet("at least one of the two is off.", hint)
