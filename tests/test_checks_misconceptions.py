@@ -662,7 +662,8 @@ ENTRIES = [(name, what, make, words) for name, rows in MISCONCEPTIONS.items()
 def test_every_exercise_has_misconceptions():
     exercises = exercise_checks()
     assert len(exercises) >= 50
-    missing = sorted({f"{stem}: {name}" for stem, name in exercises if not MISCONCEPTIONS.get(name)})
+    missing = sorted({f"{stem}: {name}" for stem, name in exercises
+                      if not MISCONCEPTIONS.get(name)})
     assert not missing, "exercises whose misconceptions are not tested: " + ", ".join(missing)
 
 

@@ -20,8 +20,9 @@ def check_product_shape(answer, a_shape, b_shape, names=("A", "B")):
     """Check the shape of the matrix product of arrays shaped ``a_shape`` and ``b_shape``."""
     expected = np.matmul(np.zeros(a_shape), np.zeros(b_shape)).shape
     a, b = names
-    hint = (f"In the product {a} {b}, each row of {a} meets each column of {b}: the result keeps the "
-            f"rows of {a} and the columns of {b}, and the shared inner size is summed away.")
+    hint = (f"In the product {a} {b}, each row of {a} meets each column of {b}: the result "
+            f"keeps the rows of {a} and the columns of {b}, and the shared inner size is summed "
+            "away.")
     got, feedback = read_shape(answer, hint)
     if feedback is not None:
         return feedback
