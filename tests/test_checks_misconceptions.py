@@ -265,9 +265,10 @@ MISCONCEPTIONS = {
     ],
     "check_best_key": [
         ("counting keys from 0", lambda: checks.check_best_key(
-            int(np.argmax(scores(examples.Q, examples.K, scale=1.0)[3]))), ["counted from 0"]),
+            int(np.argmax(scores(_q03b(), examples.K, scale=1.0)[3])), q=_q03b()),
+         ["counted from 0"]),
         ("looking down the column instead of along the row", lambda: checks.check_best_key(
-            int(np.argmax(scores(examples.Q, examples.K, scale=1.0)[:, 3])) + 1),
+            int(np.argmax(scores(_q03b(), examples.K, scale=1.0)[:, 3])) + 1, q=_q03b()),
          ["column", "row 4"]),
     ],
     "check_scores_shape": [
@@ -533,10 +534,11 @@ MISCONCEPTIONS = {
         ("the gradient of q shrinks", lambda: learning.check_what_shrinks("b"), ["not smaller"]),
     ],
     "check_order_question": [
-        ("attention sees order: unchanged output", lambda: learning.check_order_question("a"),
-         ["rows"]),
-        ("the output changes unpredictably", lambda: learning.check_order_question("c"),
-         ["same way"]),
+        ("the output unchanged", lambda: learning.check_order_question("a"), ["not unchanged"]),
+        ("still permutation-equivariant with positions", lambda: learning.check_order_question(
+            "b"), ["without positions", "position"]),
+        ("the weights become uniform", lambda: learning.check_order_question("d"),
+         ["uniform"]),
     ],
     # 13 · decoding
     "check_kv_cache_bytes": [
@@ -598,6 +600,12 @@ def _projection(choice):
 def _q03():
     q = examples.Q.copy()
     q[2] = [0.5, 1.0]
+    return q
+
+
+def _q03b():
+    q = examples.Q.copy()
+    q[3] = [-3.0, 0.5]  # notebook 03, exercise 2
     return q
 
 

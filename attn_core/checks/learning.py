@@ -137,28 +137,29 @@ def check_what_shrinks(answer, d_k=256, seeds=(0, 1, 2)):
                         wrong=wrong)
 
 
-#: Options of the question on permuting the input rows.
+#: Options of the question on permuting the input rows when positional vectors are added.
 ORDER_OPTIONS = {
     "a": "the output is unchanged",
     "b": "the output rows are permuted in the same way",
-    "c": "the output changes in a way that depends on the weights",
+    "c": "the output changes in a way that depends on the weights and the positional vectors",
     "d": "the attention weights become uniform",
 }
 
 
 @progressive
 def check_order_question(answer):
-    """Without positional encodings, permuting a sequence's input rows does what?"""
-    wrong = {"a": "the output rows follow their own inputs: when input rows swap, the rows "
-                  "of the output swap too, so it is not unchanged.",
-             "c": "every output row is computed from its own query and the same set of keys "
-                  "and values, so nothing depends on the weights here: the rows move the "
-                  "same way the inputs did.",
-             "d": "the weights come from the same queries and keys, only in another order; "
-                  "nothing makes them uniform."}
-    return check_choice(answer, "b", tuple(ORDER_OPTIONS), wrong=wrong,
-                        hint="each output row is computed from its own query and the set of "
-                             "all keys and values; which of those change when rows swap?",
-                        why="Attention without positions is permutation-equivariant: it "
-                            "sees a set, not a sequence, so a previous-token head needs "
-                            "positions.")
+    """With learned positional vectors added to x, permuting x's rows (the positional vectors
+    staying in place) does what to the output?"""
+    wrong = {"a": "the output rows follow their inputs: a row that moves takes its content "
+                  "elsewhere, so the output is not unchanged.",
+             "b": "that holds without positions (the notebook shows it). Here a token that "
+                  "moves meets another position's vector, so its input row is not just moved "
+                  "but changed.",
+             "d": "nothing makes the weights uniform: they still come from the queries and "
+                  "keys, which now carry their positions."}
+    return check_choice(answer, "c", tuple(ORDER_OPTIONS), wrong=wrong,
+                        hint="the positional vectors stay where they are: which input rows "
+                             "are merely moved, and which are changed?",
+                        why="With positions added, a permuted token meets another positional "
+                            "vector: attention is no longer permutation-equivariant, which is "
+                            "what lets a previous-token head find position i - 1.")
