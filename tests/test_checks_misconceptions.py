@@ -718,6 +718,23 @@ def _stored_exercise_feedback():
     return texts
 
 
+#: Right answers and malformed ones, whose feedback text the typo test reads too.
+OTHER_FEEDBACK = [
+    ("13 ex 2, right", lambda: decoding.check_longest_context(
+        20 * 2**30 // (2 * 40 * 40 * 128 * BYTES13), **EX13B)),
+    ("13 ex 1, right", lambda: decoding.check_kv_cache_bytes(2 * 40 * 40 * 8192 * 128 * BYTES13,
+                                                             **EX13)),
+    ("12 ex 2, wrong shape", lambda: learning.check_grad_v(np.zeros((2, 3)), *_g12()[0],
+                                                           _g12()[1])),
+    ("12 ex 1, wrong shape", lambda: learning.check_my_softmax_backward(
+        lambda p, g: (p * g).sum(axis=-1))),
+    ("06 ex 2, wrong shape", lambda: checks.check_uniform_output(np.zeros(2), v=_v06())),
+    ("09 ex 3, wrong shape", lambda: _running(np.zeros(3))),
+    ("05 ex 2, not numbers", lambda: checks.check_temperature_weights("abc")),
+    ("10 Q1, not an option", lambda: checks.check_quiz_scaling("e")),
+]
+
+
 @lru_cache(maxsize=1)
 def all_feedback():
     """Every feedback text the table triggers (hint shown) and every stored exercise output."""
@@ -727,6 +744,9 @@ def all_feedback():
     for name, what, make, _ in ENTRIES:
         reset_tries()
         texts.append((f"{name}: {what}", with_hint(make()).message))
+    for what, make in OTHER_FEEDBACK:
+        reset_tries()
+        texts.append((what, with_hint(make()).message))
     reset_tries()
     return texts + _stored_exercise_feedback()
 
