@@ -290,6 +290,8 @@ MISCONCEPTIONS = {
          ["d_k instead of sqrt(d_k)"]),
         ("04: divided by sqrt(n), the number of keys", lambda: practice.check_scores(
             lambda q, k: q @ t(k) / np.sqrt(k.shape[-2])), ["number of keys"]),
+        ("04: divided by sqrt(n), with .T (fails on the batch)", lambda: practice.check_scores(
+            lambda q, k: q @ k.T / np.sqrt(k.shape[-2])), ["number of keys"]),
         ("04: multiplied by sqrt(d_k)", lambda: practice.check_scores(
             lambda q, k: q @ t(k) * np.sqrt(q.shape[-1])), ["multiplied by sqrt(d_k)"]),
     ],
