@@ -444,9 +444,9 @@ MISCONCEPTIONS = {
         ("n times h (linear in n)", lambda: cost.check_cells(4096 * 16), ["n rows by n columns"]),
     ],
     "check_context_budget": [
-        ("the length scales like the heads", lambda: cost.check_context_budget(4096 * 4),
+        ("the length scales like the heads", lambda: cost.check_context_budget(4096 * 8, h_to=2),
          ["linearly"]),
-        ("fewer heads, shorter context", lambda: cost.check_context_budget(1024),
+        ("fewer heads, shorter context", lambda: cost.check_context_budget(512, h_to=2),
          ["grow, not shrink"]),
     ],
     "check_running_max": [

@@ -171,6 +171,11 @@ def _options(markdown):
     return found
 
 
+#: A right option this long, and half as long again as every wrong one, stands out by its
+#: length alone (it reads as the course's own explanation).
+LONG_OPTION = 90
+
+
 def _shingles(text, n=6):
     words = re.findall(r"[a-z0-9]+", re.sub(r"\$[^$]*\$", " ", text.lower()))
     return {" ".join(words[i:i + n]) for i in range(len(words) - n + 1)}
@@ -203,9 +208,14 @@ def answers_shown_above(path, answers):
                          for d in (2, 3)]
                 hits = [f for f in forms if len(value) > 1 and re.search(f, above)]
             elif isinstance(value, str) and re.fullmatch(r"[a-d]", value):
-                option = _options(nb.cells[index - 1].source).get(value, "")
+                options = _options(nb.cells[index - 1].source)
+                option = options.get(value, "")
                 prose = _course_prose(skip=(path.stem, index - 1))
                 hits = sorted(_shingles(option) & _shingles(prose))[:1]
+                others = [len(o) for k, o in options.items() if k != value]
+                if not hits and others and len(option) > max(LONG_OPTION, 1.5 * max(others)):
+                    hits = [f"the only long option ({len(option)} characters, the others at "
+                            f"most {max(others)})"]
             else:
                 hits = []
             if hits:
@@ -217,7 +227,7 @@ def answers_shown_above(path, answers):
 def test_no_answer_is_shown_above_its_exercise(path):
     """Every exercise's answer, as its solution computes it, appears nowhere above it: not in a
     stored output, not in the prose; a multiple-choice answer's option is not a sentence of
-    the course's own prose (six words in a row)."""
+    the course's own prose (six words in a row), nor the one long, explaining option."""
     _, answers, _ = run_solved(path)
     assert len(answers) == len(solutions.exercise_cells(read(path)))
     leaks = answers_shown_above(path, answers)
