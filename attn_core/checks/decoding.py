@@ -9,7 +9,7 @@ import numpy as np
 from ..attention import attention
 from ..cost import _dtype_size, kv_cache_bytes
 from ..masks import causal_mask
-from ._base import is_unanswered, not_yet, progressive, read_number, right, unanswered
+from ._base import _as_sentence, is_unanswered, not_yet, progressive, read_number, right, unanswered
 from ._practice import LearnerTimeout, run_learner
 
 __all__ = ["check_decode_row", "check_kv_cache_bytes", "check_longest_context"]
@@ -83,7 +83,8 @@ def check_decode_row(fn, n=6, d_k=4, d_v=3, seed=13):
             try:
                 result = run_learner(fn, qs[t - 1].copy(), ks[:t].copy(), v[:t].copy())
                 if result is None or result is Ellipsis:
-                    return unanswered(f"your function returns None: write its body. {hint}")
+                    return unanswered(f"your function returns None: write its body. "
+                                      f"{_as_sentence(hint)}")
                 got = np.asarray(result, dtype=float)
             except LearnerTimeout as exc:
                 return not_yet(f"on {label}, with {t} cached token(s), {exc}")
