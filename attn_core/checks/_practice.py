@@ -331,6 +331,6 @@ def _named(mistakes, case, stub_hint=""):
     apart); the steps held back."""
     if len(mistakes) == 1:
         return not_yet(f"on {case.label}, {mistakes[0].hint}", stub_hint)
-    return not_yet(f"on {case.label} your result fits {len(mistakes)} mistakes, and the later "
-                   "inputs did not tell them apart: "
+    return not_yet(f"on {case.label} your result fits {len(mistakes)} mistakes, and no later "
+                   "input told them apart: "
                    + " Or: ".join(m.hint for m in mistakes), stub_hint)
