@@ -146,14 +146,14 @@ def _shown_above(nb, index):
     return "\n".join(parts)
 
 
-def _number_forms(value):
-    """How a printed number could show the answer ``value``: 2 and 3 decimals, or a whole
-    number of at least 3 digits (with or without thousands commas). Small whole numbers and
-    round values (0, 0.5, 1) are too common to tell anything."""
+def _number_forms(value, decimals=2):
+    """How a printed number could show the answer ``value``: at ``decimals`` (the fewest the
+    question accepts) and 3 decimals, or a whole number of at least 3 digits (with or without
+    thousands commas). Small whole numbers and round values (0, 0.5, 1) tell nothing."""
     value = float(value)
     if value.is_integer():
         return [f"{int(value)}", f"{int(value):,}"] if abs(value) >= 100 else []
-    forms = {f"{value:.2f}", f"{value:.3f}"}
+    forms = {f"{value:.{d}f}" for d in range(decimals, 4)}
     return [f for f in forms if f.lstrip("-") not in ("0.00", "0.50", "1.00", "0.000", "0.500",
                                                         "1.000")]
 
@@ -201,7 +201,8 @@ def answers_shown_above(path, answers):
             if isinstance(value, bool) or value is None:
                 continue
             if isinstance(value, (int, float)):
-                hits = _found(_number_forms(value), above)
+                asked = re.search(r"(\d) decimals", nb.cells[index - 1].source)
+                hits = _found(_number_forms(value, int(asked.group(1)) if asked else 2), above)
             elif isinstance(value, list) and value and all(
                     isinstance(x, (int, float)) and not isinstance(x, bool) for x in value):
                 forms = [" +".join(re.escape(f"{float(x):.{d}f}") for x in value)
