@@ -168,3 +168,13 @@ def browser(requires_browser):
         yield chromium
         chromium.close()
 
+
+
+@pytest.fixture(autouse=True)
+def _fresh_exercise_tries():
+    """Every test starts as a new kernel does: no exercise has been tried yet (the checks'
+    progressive hints count wrong tries per check, see attn_core.checks._base.progressive)."""
+    from attn_core.checks._base import reset_tries
+
+    reset_tries()
+    yield

@@ -26,3 +26,38 @@ def test_feedback_shows_as_a_wrapped_paragraph_and_keeps_its_plain_text():
 def test_feedback_html_is_deterministic():
     a, b = Feedback(False, "x < y"), Feedback(False, "x < y")
     assert a._repr_html_() == b._repr_html_() and "x &lt; y" in a._repr_html_()
+
+
+def test_hints_come_in_steps_the_same_way_in_every_check():
+    """First wrong try: what is wrong, and how to ask for more; second try or hint=True: the
+    hint too; a right answer starts afresh. One wrapper does it for every exercise check."""
+    import inspect
+
+    from attn_core import checks
+    from attn_core.checks import _base
+
+    _base.reset_tries()
+    first = checks.check_restoring_scale(6.0)
+    assert not first and "divide by" in first.message and "Hint:" not in first.message
+    assert _base.ASK_FOR_MORE in first.message and first.more
+    second = checks.check_restoring_scale(6.0)
+    assert "divide by" in second.message and "Hint: " + first.more in second.message
+    assert checks.check_restoring_scale(1 / 6)
+    again = checks.check_restoring_scale(6.0)
+    assert "Hint:" not in again.message  # the right answer reset the count
+    _base.reset_tries()
+    asked = checks.check_restoring_scale(6.0, hint=True)  # asked for at the first try
+    assert "Hint:" in asked.message
+    import importlib
+    import pkgutil
+
+    modules = [importlib.import_module(f"attn_core.checks.{m.name}")
+               for m in pkgutil.iter_modules(checks.__path__) if not m.name.startswith("_")]
+    public = {name: getattr(m, name) for m in modules for name in getattr(m, "__all__", ())
+              if name.startswith("check_") and name not in ("check_array", "check_number",
+                                                             "check_choice")}
+    assert len(public) >= 50
+    unwrapped = [n for n, f in public.items() if not getattr(f, "progressive", False)]
+    assert not unwrapped, f"exercise checks without progressive hints: {unwrapped}"
+    assert all("hint" not in inspect.signature(f.__wrapped__).parameters
+               for f in public.values())

@@ -71,7 +71,24 @@ def test_what_shrinks_follows_the_measured_norms():
 
 
 def test_order_question():
-    assert L.check_order_question("b")
-    for wrong in "acd":
+    """The letter the check expects is what happens: with positional vectors that stay in
+    place, permuting x changes the output by more than a permutation (a loop reference)."""
+    g = np.random.default_rng(3)
+    x, pos = g.standard_normal((5, 4)), g.standard_normal((5, 4))
+    w_q, w_k, w_v = (g.standard_normal((4, 4)) for _ in range(3))
+
+    def one_head(inputs):  # a plain loop: softmax over keys of q_i . k_j / 2
+        q, k, v = inputs @ w_q, inputs @ w_k, inputs @ w_v
+        out = np.zeros_like(v)
+        for i in range(len(q)):
+            e = np.exp([q[i] @ k[j] / 2.0 for j in range(len(k))])
+            out[i] = (e / e.sum()) @ v
+        return out
+
+    perm = np.array([3, 0, 4, 1, 2])
+    assert np.allclose(one_head(x[perm]), one_head(x)[perm])  # no positions: option b
+    assert not np.allclose(one_head(x[perm] + pos), one_head(x + pos)[perm])  # with: c
+    assert L.check_order_question("c")
+    for wrong in "abd":
         ref.assert_not_yet(L.check_order_question(wrong))
     ref.assert_not_yet(L.check_order_question("z"))

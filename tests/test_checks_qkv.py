@@ -91,7 +91,7 @@ def test_projection_choice_notebook_inputs():
         assert not fb and "W_v changes every value" in fb.message
         assert "W_q or W_k" not in fb.message
     fb = check_projection_choice("W_q", x, w_q, w_k, w_v)
-    assert not fb and "choose one of" in fb.message
+    assert not fb and "choose one of" in fb.message.lower()
     assert check_projection_choice(None, x, w_q, w_k, w_v).message.startswith("… No answer")
 
 

@@ -2,9 +2,18 @@
 
 A check never prints and never reveals the answer: it returns a :class:`Feedback`, whose
 text a notebook shows as the cell's output and whose truth value a test can assert.
+
+Hints are progressive, the same way in every check. A wrong answer first gets what is wrong
+with it (``not_yet(what_is_wrong, hint)``); the pointer towards the way (``hint``) follows on
+the next wrong try of the same exercise, or at once when the learner asks for it with
+``check_...(answer, hint=True)``. Every exercise check is wrapped by :func:`progressive`, which
+counts the wrong tries per check; a right answer resets the count. A hint never contains code:
+it says what to compute, in words.
 """
 
+import functools
 import html
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +28,8 @@ FEEDBACK_CSS = ("margin:0.2em 0;white-space:normal;overflow-wrap:break-word;"
 RIGHT = "✔ Right."
 NOT_YET = "✘ Not yet."
 NO_ANSWER = "… No answer yet."
+#: What a first wrong answer says after naming what is wrong, when a hint is held back.
+ASK_FOR_MORE = "(Run the check again, or add hint=True, for a hint.)"
 
 
 @dataclass(frozen=True)
@@ -27,6 +38,8 @@ class Feedback:
 
     correct: bool
     message: str
+    #: The hint held back for a later try (see :func:`progressive`); empty once shown.
+    more: str = ""
 
     def __bool__(self):
         return self.correct
@@ -43,19 +56,80 @@ class Feedback:
                 f"{html.escape(self.message)}</p>")
 
 
+def _as_sentence(text):
+    """``text`` with a capital first letter and a closing full stop (or ? or !)."""
+    text = " ".join(str(text).split())
+    if not text:
+        return ""
+    first = text.split(" ", 1)[0].rstrip(",:;.").replace("-", "")
+    if first.isalpha() and (len(first) > 1 or first == "a"):  # a word, not d_k, m or q_t
+        text = text[:1].upper() + text[1:]
+    return text if text[-1] in ".?!)" else text + "."
+
+
 def right(why=""):
     """Feedback for a correct answer, with an optional sentence on why it is right."""
-    return Feedback(True, f"{RIGHT} {why}".strip())
+    return Feedback(True, f"{RIGHT} {_as_sentence(why)}".strip())
 
 
-def not_yet(hint):
-    """Feedback for a wrong answer, with a hint that points the way without the answer."""
-    return Feedback(False, f"{NOT_YET} Hint: {hint}")
+def not_yet(wrong, hint=""):
+    """Feedback for a wrong answer: what is wrong with it, and a hint held back for later.
+
+    ``wrong`` says what is wrong with this answer (the mistake recognised, or what is off);
+    ``hint`` points the way without the answer, shown on the next wrong try or on request
+    (see :func:`progressive`). With ``wrong`` alone, it is the hint itself, shown at once.
+    """
+    if not hint:
+        return Feedback(False, f"{NOT_YET} Hint: {_as_sentence(wrong)}")
+    return Feedback(False, f"{NOT_YET} {_as_sentence(wrong)}", more=_as_sentence(hint))
 
 
 def unanswered(hint):
     """Feedback for an exercise not attempted yet (the answer is still ``None`` or ``...``)."""
-    return Feedback(False, f"{NO_ANSWER} Replace the placeholder with your answer. Hint: {hint}")
+    return Feedback(False, f"{NO_ANSWER} Replace the placeholder with your answer. "
+                           f"Hint: {_as_sentence(hint)}")
+
+
+#: Wrong tries per exercise check since its last right answer (see :func:`progressive`).
+_TRIES = Counter()
+
+
+def reset_tries():
+    """Forget every exercise's wrong tries (a fresh start, as in a new kernel)."""
+    _TRIES.clear()
+
+
+def with_hint(feedback):
+    """``feedback`` with its held-back hint shown."""
+    if not feedback.more:
+        return feedback
+    return Feedback(False, f"{feedback.message} Hint: {feedback.more}")
+
+
+def progressive(check):
+    """Wrap an exercise check so that its hints come in steps (one implementation for all).
+
+    The wrapped check takes ``hint=False`` besides its own arguments. The first wrong try
+    shows what is wrong and says how to get more; a second wrong try of the same check, or
+    ``hint=True``, adds the hint. A right answer resets the count.
+    """
+    key = f"{check.__module__}.{check.__qualname__}"
+
+    @functools.wraps(check)
+    def run(*args, hint=False, **kwargs):
+        feedback = check(*args, **kwargs)
+        if feedback.correct:
+            _TRIES.pop(key, None)
+            return feedback
+        if not feedback.more:
+            return feedback
+        _TRIES[key] += 1
+        if hint or _TRIES[key] > 1:
+            return with_hint(feedback)
+        return Feedback(False, f"{feedback.message} {ASK_FOR_MORE}", more=feedback.more)
+
+    run.progressive = True
+    return run
 
 
 def is_unanswered(answer):
@@ -81,10 +155,6 @@ def rounding_tolerance(decimals):
     return 0.5 * 10.0 ** -int(decimals) + 1e-9
 
 
-def _as_sentence(hint):
-    return hint[:1].upper() + hint[1:]
-
-
 def read_number(answer, hint, what="a single number"):
     """``(number, None)`` for an answer that is a number, else ``(None, feedback)``.
 
@@ -95,7 +165,7 @@ def read_number(answer, hint, what="a single number"):
     try:
         return float(answer), None
     except (TypeError, ValueError):
-        return None, not_yet(f"the answer should be {what}. {_as_sentence(hint)}")
+        return None, not_yet(f"the answer should be {what}.", hint)
 
 
 def read_shape(answer, hint):
@@ -106,7 +176,7 @@ def read_shape(answer, hint):
         return tuple(int(x) for x in answer), None
     except (TypeError, ValueError):
         return None, not_yet("the answer should be a shape: a tuple of whole numbers like "
-                             f"(rows, columns). {_as_sentence(hint)}")
+                             "(rows, columns).", hint)
 
 
 def check_array(answer, expected, *, hint, why="", atol=1e-2, rtol=0.0):
@@ -120,16 +190,16 @@ def check_array(answer, expected, *, hint, why="", atol=1e-2, rtol=0.0):
     try:
         got = np.asarray(answer, dtype=float)
     except (TypeError, ValueError):
-        return not_yet(f"the answer should be an array of numbers. {hint}")
+        return not_yet("the answer should be an array of numbers.", hint)
     expected = np.asarray(expected, dtype=float)
     if got.shape != expected.shape:
         return not_yet(f"your answer has shape {got.shape}, the answer has shape "
-                       f"{expected.shape}. {hint}")
+                       f"{expected.shape}.", hint)
     if not np.all(np.isfinite(got)):
-        return not_yet(f"your answer contains NaN or infinite values. {hint}")
+        return not_yet("your answer contains NaN or infinite values.", hint)
     if not np.allclose(got, expected, atol=atol, rtol=rtol):
         wrong = int((~np.isclose(got, expected, atol=atol, rtol=rtol)).sum())
-        return not_yet(f"{wrong} of {expected.size} entries are off. {hint}")
+        return not_yet(f"{wrong} of {expected.size} entries are off.", hint)
     return right(why)
 
 
@@ -143,14 +213,21 @@ def check_number(answer, expected, *, hint, why="", atol=1e-2, rtol=0.0):
     return right(why)
 
 
-def check_choice(answer, expected, options, *, hint, why=""):
-    """Compare a multiple-choice answer (one of ``options``, case-insensitive for strings)."""
+def check_choice(answer, expected, options, *, hint, why="", wrong=None):
+    """Compare a multiple-choice answer (one of ``options``, case-insensitive for strings).
+
+    ``wrong`` maps a wrong option to what is wrong with it (the misconception it stands
+    for); that is what a learner who picks it is told first, the ``hint`` on the next try.
+    """
     if is_unanswered(answer):
         return unanswered(hint)
     norm = (lambda a: a.strip().lower()) if isinstance(answer, str) else (lambda a: a)
     valid = [norm(o) if isinstance(o, str) else o for o in options]
     got = norm(answer)
     if got not in valid:
-        return not_yet(f"choose one of {list(options)}. {hint}")
+        return not_yet(f"choose one of {list(options)}.", hint)
     exp = norm(expected) if isinstance(expected, str) else expected
-    return right(why) if got == exp else not_yet(hint)
+    if got == exp:
+        return right(why)
+    said = {norm(k) if isinstance(k, str) else k: v for k, v in (wrong or {}).items()}
+    return not_yet(said[got], hint) if got in said else not_yet(hint)

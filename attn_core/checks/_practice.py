@@ -35,8 +35,9 @@ _LIBRARY_DIRS = tuple(os.path.dirname(p) + os.sep for p in (np.__file__,)) + (
                              for key in ("stdlib", "platstdlib", "purelib", "platlib")))
 
 BATCH_HINT = ("It works without batch axes but not with them: a transpose must swap only the "
-              "last two axes (np.swapaxes(k, -1, -2)); `.T` reverses every axis, and sums and "
-              "maxima should run over axis=-1 with keepdims=True.")
+              "last two axes (reversing every axis also moves the batch axes), and sums and "
+              "maxima should run along the last axis and keep it, so that they line up with "
+              "the rows they came from.")
 
 
 @dataclass(frozen=True)
@@ -280,7 +281,7 @@ def judge(fn, cases, mistakes, *, what, stub_hint, shape_rule, why):
         if feedback is None:
             got, feedback = _as_array(result, what, case)
         if feedback is not None:
-            return _named(pending, pending_case) if pending else feedback
+            return _named(pending, pending_case, stub_hint) if pending else feedback
         expected = np.asarray(case.expected, dtype=float)
         if _same(got, expected) and np.isfinite(got).all() == np.isfinite(expected).all():
             passed = True
@@ -291,32 +292,45 @@ def judge(fn, cases, mistakes, *, what, stub_hint, shape_rule, why):
             if feedback is not None:
                 return feedback
         finite = bool(np.isfinite(got).all())
-        if not finite and case.nonfinite_hint and not pending:
-            return not_yet(f"on {case.label} your {what} contain NaN or infinite values: "
-                           f"{case.nonfinite_hint}")
-        matches = [m for m in mistakes
-                   if (alt := _variant(m, case)) is not None and _reproduces(got, alt)
+        # On an input that is there to catch NaN or overflow, a NaN result fits a variant only
+        # where the variant has NaN too (the same slip), and a result with no finite entry
+        # fits none (every overflowing variant would match): the input's own hint says it.
+        strict = not finite and bool(case.nonfinite_hint)
+        telling = [] if strict and not np.isfinite(got).any() else mistakes
+        fits = _same if strict else _reproduces
+        matches = [m for m in telling
+                   if (alt := _variant(m, case)) is not None and fits(got, alt)
                    and not _same(alt, expected)]
         if pending:  # an earlier input could not tell these mistakes apart: this one may
             matches = [m for m in pending if m in matches] or pending
         if len(matches) == 1 or (pending and matches is pending):
-            return _named(matches, pending_case or case)
+            return _named(matches, pending_case or case, stub_hint)
         if matches:
             pending, pending_case = matches, pending_case or case
             continue
+        if not finite and case.nonfinite_hint:
+            return not_yet(f"on {case.label} your {what} contain NaN or infinite values: "
+                           f"{case.nonfinite_hint}", stub_hint)
         extra = " " + BATCH_HINT if case.batched and passed else ""
         if got.shape != expected.shape:
             return not_yet(f"on {case.label} your function returns shape {got.shape}; "
-                           f"{shape_rule}, here {expected.shape}.{extra}")
+                           f"{shape_rule}, here {expected.shape}.{extra}", stub_hint)
         if not finite:
-            return not_yet(f"on {case.label} your {what} contain NaN or infinite values.")
+            return not_yet(f"on {case.label} your {what} contain NaN or infinite values.",
+                           stub_hint)
         off = int((~np.isclose(got, expected, rtol=RTOL, atol=ATOL)).sum())
         return not_yet(f"on {case.label}, {off} of {expected.size} entries of your {what} are "
-                       f"off. Go through the formula one step at a time.{extra}")
+                       f"off.{extra}", stub_hint)
     if pending:
-        return _named(pending, pending_case)
+        return _named(pending, pending_case, stub_hint)
     return right(why)
 
 
-def _named(mistakes, case):
-    return not_yet(f"on {case.label}, {mistakes[0].hint}")
+def _named(mistakes, case, stub_hint=""):
+    """Feedback naming the mistake seen on ``case`` (each, if the inputs could not tell them
+    apart); the steps held back."""
+    if len(mistakes) == 1:
+        return not_yet(f"on {case.label}, {mistakes[0].hint}", stub_hint)
+    return not_yet(f"on {case.label} your result fits {len(mistakes)} mistakes, and no later "
+                   "input told them apart: "
+                   + " Or: ".join(m.hint for m in mistakes), stub_hint)

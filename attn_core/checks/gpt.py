@@ -20,7 +20,7 @@ from ..nn.generate import next_token_probs
 from ..nn.gpt import GPTConfig, init_gpt
 from ..nn.layer_norm import layer_norm, layer_norm_backward
 from ..nn.mlp import mlp
-from ._base import not_yet, read_number, right
+from ._base import not_yet, progressive, read_number, right
 from ._practice import Case, Mistake, judge
 
 __all__ = ["check_block", "check_layer_norm_backward", "check_param_count",
@@ -44,6 +44,7 @@ def _count(config, **parts):
     return (sizes["wte"] + sizes["wpe"] + n * per_layer + sizes["ln_f"] + sizes["unembed"])
 
 
+@progressive
 def check_param_count(answer, config):
     """Exercise: how many numbers the GPT of ``config`` learns (every array of init_gpt)."""
     if not isinstance(config, GPTConfig):
@@ -101,6 +102,7 @@ def _ln_backward(x, gamma, eps, grad_y, *, mean_term=True, z_term=True, use_gamm
     return out / denom
 
 
+@progressive
 def check_layer_norm_backward(fn):
     """Check ``fn(x, gamma, eps, grad_y)``: the gradient of the layer norm w.r.t. ``x``.
 
@@ -205,6 +207,7 @@ def _wired(x, ln1, attn, ln2, mlp, how):
     raise ValueError(how)
 
 
+@progressive
 def check_block(fn):
     """Check ``fn(x, ln1, attn, ln2, mlp)``: the pre-norm residual block's output.
 
@@ -273,6 +276,7 @@ def _probs(logits, temperature=1.0, top_k=None, *, multiply=False, smallest=Fals
     return e / e.sum()
 
 
+@progressive
 def check_sampling_probs(fn):
     """Check ``fn(logits, temperature, top_k)``: the distribution the next token is drawn from.
 

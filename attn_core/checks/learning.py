@@ -10,7 +10,7 @@ from ..attention import attention
 from ..gradients import attention_backward, softmax_backward
 from ..softmax import softmax
 from ..training import init_gradient_norms
-from ._base import check_array, check_choice, is_unanswered, not_yet, right, unanswered
+from ._base import check_array, check_choice, is_unanswered, not_yet, progressive, right, unanswered
 from ._practice import LearnerTimeout, run_learner
 
 __all__ = ["check_grad_v", "check_my_softmax_backward", "check_order_question",
@@ -29,6 +29,7 @@ def _cases():
             (masked, g.standard_normal(4))]
 
 
+@progressive
 def check_my_softmax_backward(fn):
     """Check a learner's ``fn(p, grad_p)``: the gradient w.r.t. the softmax's input.
 
@@ -36,12 +37,15 @@ def check_my_softmax_backward(fn):
     and compared with :func:`~attn_core.softmax_backward`; the learner's code never sees the
     expected values.
     """
-    hint = ("for each row, the gradient of score j is p_j times (g_j minus the p-weighted "
-            "average of g over that row); no Jacobian matrix is needed.")
+    hint = ("use the formula of step 2, one row at a time: it needs each row's p-weighted "
+            "average of the upstream gradient, and no Jacobian matrix.")
     if is_unanswered(fn):
-        return unanswered(hint)
+        return unanswered("write my_softmax_backward in the cell, then pass the function "
+                          "itself to the check: replace None with its name, without brackets. "
+                          "The gradient comes from the formula of step 2, for each row of p.")
     if not callable(fn):
-        return not_yet(f"pass your function itself (its name, without brackets). {hint}")
+        return not_yet("pass your function itself (its name, without brackets), not its "
+                       "result.", hint)
     for p, g in _cases():
         expected = softmax_backward(p, g)
         try:
@@ -49,26 +53,28 @@ def check_my_softmax_backward(fn):
         except LearnerTimeout as exc:
             return not_yet(str(exc))
         except Exception as exc:  # the learner's code may fail in any way
-            return not_yet(f"your function raised {type(exc).__name__}: {exc}. {hint}")
+            return not_yet(f"your function raised {type(exc).__name__}: {exc}.", hint)
         if got.shape != expected.shape:
             return not_yet(f"for input of shape {p.shape} your function returned shape "
-                           f"{got.shape}; the gradient has the shape of the scores. {hint}")
+                           f"{got.shape}; the gradient has the shape of the scores.", hint)
         if np.allclose(got, expected, atol=1e-8):
             continue
         if np.allclose(got, p * g, atol=1e-8):
             return not_yet("you multiplied by p but did not subtract the weighted average "
-                           "of g: every score also changes every other weight.")
+                           "of g: every score also changes every other weight.", hint)
         if np.allclose(got, -expected, atol=1e-8):
             return not_yet("the sign is flipped: it is g minus the average, not the average "
-                           "minus g.")
+                           "minus g.", hint)
         if p.ndim > 1 and np.allclose(got, p * (g - (p * g).sum()), atol=1e-8):
-            return not_yet("you summed p * g over the whole array; sum along the last axis "
-                           "only (one sum per row, keepdims=True).")
-        return not_yet(hint)
+            return not_yet("you summed the products of p and g over the whole array; each row "
+                           "needs its own sum, along the last axis.", hint)
+        return not_yet(f"on input of shape {p.shape} your gradient differs from the softmax's "
+                       "backward pass.", hint)
     return right("That is the softmax's vector-Jacobian product: on a saturated or fully "
                  "masked row it passes back (almost) nothing, whatever g is.")
 
 
+@progressive
 def check_grad_v(answer, q, k, v, grad_out):
     """Check the gradient of the loss w.r.t. V, given the upstream gradient ``grad_out``."""
     grad_v = attention_backward(q, k, v, grad_out)[2]
@@ -84,7 +90,11 @@ def check_grad_v(answer, q, k, v, grad_out):
                                                                             atol=1e-2):
             if np.allclose(got, weights @ np.asarray(grad_out, float), atol=1e-2):
                 return not_yet("you used P, not its transpose: the gradient of V sums over "
-                               "the queries, i.e. the columns of P.")
+                               "the queries, i.e. the columns of P.", hint)
+            if np.allclose(got, np.asarray(grad_out, float), atol=1e-2):
+                return not_yet("that is the upstream gradient itself: each value row gets "
+                               "the upstream gradients weighted by how much each query "
+                               "attends to it.", hint)
     return check_array(answer, grad_v, hint=hint,
                        why="dV = Pᵀ dO: a value gets gradient only through the queries that "
                            "attend to it.")
@@ -99,6 +109,7 @@ SHRINK_OPTIONS = {
 }
 
 
+@progressive
 def check_what_shrinks(answer, d_k=256, seeds=(0, 1, 2)):
     """Which gradient is smaller without the 1/sqrt(d_k) factor, at initialisation?
 
@@ -116,23 +127,39 @@ def check_what_shrinks(answer, d_k=256, seeds=(0, 1, 2)):
     why = ("Only the softmax's own gradient shrinks; the factor sqrt(d_k) that the scaling "
            "removes comes back in dS/dq, so the gradient reaching q and W_q is larger "
            "unscaled." if expected == "a" else "")
-    return check_choice(answer, expected, tuple(SHRINK_OPTIONS), hint=hint, why=why)
+    wrong = {key: f"the gradient w.r.t. {name} is not smaller unscaled: the factor sqrt(d_k) "
+                  "that the scaling removes comes back in the chain from the scores to q."
+             for key, name in SHRINK_OPTIONS.items() if key in ("b", "c")}
+    wrong["d"] = ("not all three: the gradient w.r.t. the scores does shrink, but the factor "
+                  "sqrt(d_k) that the scaling removes comes back on the way to q and W_q.")
+    wrong.pop(expected, None)
+    return check_choice(answer, expected, tuple(SHRINK_OPTIONS), hint=hint, why=why,
+                        wrong=wrong)
 
 
-#: Options of the question on permuting the input rows.
+#: Options of the question on permuting the input rows when positional vectors are added.
 ORDER_OPTIONS = {
     "a": "the output is unchanged",
     "b": "the output rows are permuted in the same way",
-    "c": "the output changes in a way that depends on the weights",
+    "c": "the output changes in a way that depends on the weights and the positional vectors",
     "d": "the attention weights become uniform",
 }
 
 
+@progressive
 def check_order_question(answer):
-    """Without positional encodings, permuting a sequence's input rows does what?"""
-    return check_choice(answer, "b", tuple(ORDER_OPTIONS),
-                        hint="each output row is computed from its own query and the set of "
-                             "all keys and values; which of those change when rows swap?",
-                        why="Attention without positions is permutation-equivariant: it "
-                            "sees a set, not a sequence, so a previous-token head needs "
-                            "positions.")
+    """With learned positional vectors added to x, permuting x's rows (the positional vectors
+    staying in place) does what to the output?"""
+    wrong = {"a": "the output rows follow their inputs: a row that moves takes its content "
+                  "elsewhere, so the output is not unchanged.",
+             "b": "that holds without positions (the notebook shows it). Here a token that "
+                  "moves meets another position's vector, so its input row is not just moved "
+                  "but changed.",
+             "d": "nothing makes the weights uniform: they still come from the queries and "
+                  "keys, which now carry their positions."}
+    return check_choice(answer, "c", tuple(ORDER_OPTIONS), wrong=wrong,
+                        hint="the positional vectors stay where they are: which input rows "
+                             "are merely moved, and which are changed?",
+                        why="With positions added, a permuted token meets another positional "
+                            "vector: attention is no longer permutation-equivariant, which is "
+                            "what lets a previous-token head find position i - 1.")

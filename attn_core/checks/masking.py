@@ -10,7 +10,7 @@ from .. import examples
 from ..attention import scores
 from ..masks import causal_mask, padding_mask, window_mask
 from ..softmax import softmax
-from ._base import check_array, is_unanswered, not_yet, right, unanswered
+from ._base import check_array, is_unanswered, not_yet, progressive, right, unanswered
 
 __all__ = ["check_window_mask", "check_zeroed_row_sums", "check_visible_positions"]
 
@@ -28,6 +28,7 @@ def _as_bool_mask(answer):
     return None
 
 
+@progressive
 def check_window_mask(answer, n=5, window=2):
     """Check a causal sliding-window mask of size ``(n, n)`` (True or 1 = may attend)."""
     expected = window_mask(n, window)
@@ -37,10 +38,10 @@ def check_window_mask(answer, n=5, window=2):
         return unanswered(hint)
     got = _as_bool_mask(answer)
     if got is None:
-        return not_yet(f"the mask should be an array of True/False (or 1/0). {hint}")
+        return not_yet("the mask should be an array of True/False (or 1/0).", hint)
     if got.shape != expected.shape:
         return not_yet(f"your mask has shape {got.shape}, the mask has shape "
-                       f"{expected.shape}. {hint}")
+                       f"{expected.shape}.", hint)
     if np.array_equal(got, expected):
         return right("Each row allows at most the window's width of keys, so the cost grows "
                      "like n times the window instead of n squared.")
@@ -61,9 +62,10 @@ def check_window_mask(answer, n=5, window=2):
         return not_yet("your mask is transposed: rows are queries, columns are keys, and "
                        "a query may see only the past.")
     wrong = int((got != expected).sum())
-    return not_yet(f"{wrong} of {expected.size} cells are off. {hint}")
+    return not_yet(f"{wrong} of {expected.size} cells are off.", hint)
 
 
+@progressive
 def check_zeroed_row_sums(answer, q=None, k=None):
     """Check the row sums of the weights when the causal mask is applied AFTER the softmax.
 
@@ -96,6 +98,7 @@ def check_zeroed_row_sums(answer, q=None, k=None):
                            "most: the scaling differs from position to position.")
 
 
+@progressive
 def check_visible_positions(answer, query=3, length=2, n=4, causal=True, window=None):
     """Check which key positions (counted from 1) query ``query`` (from 1) may attend to.
 
@@ -126,7 +129,7 @@ def check_visible_positions(answer, query=3, length=2, n=4, causal=True, window=
     try:
         got = sorted({int(p) for p in np.asarray(answer).ravel()})
     except (TypeError, ValueError):
-        return not_yet(f"the answer should be a list of positions counted from 1. {hint}")
+        return not_yet("the answer should be a list of positions counted from 1.", hint)
     if got == expected:
         why = "Both masks must allow a key; combined with & they do exactly that."
         if query > length:

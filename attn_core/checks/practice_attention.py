@@ -11,6 +11,7 @@ from .. import examples
 from ..attention import attention, scores
 from ..masks import causal_mask, window_mask
 from ..softmax import softmax
+from ._base import progressive
 from ._practice import Case, Mistake, judge
 
 __all__ = ["check_scores", "check_softmax", "check_attention", "check_masked_attention",
@@ -40,6 +41,7 @@ def _large_qkv():
     return q * 80.0, k * 80.0, v
 
 
+@progressive
 def check_scores(fn, scaled=True):
     """Check ``fn(q, k)``: the score matrix ``q k^T`` (divided by sqrt(d_k) if ``scaled``).
 
@@ -110,18 +112,25 @@ def _softmax_variants():
         Mistake("you normalised over the whole array: every slice along `axis` should sum to "
                 "1 on its own.",
                 along(lambda x, a: np.exp(x - x.max()) / np.exp(x - x.max()).sum())),
+        Mistake("you subtracted the maximum of the whole array, not each slice's own: a row "
+                "far below that maximum underflows to 0 / 0. Subtract the maximum along `axis`, "
+                "one per row.",
+                along(lambda x, a: np.exp(x - x.max()) / np.exp(x - x.max()).sum(
+                    axis=a, keepdims=True))),
         Mistake("you divided the scores by their sum: exponentiate every score first.",
                 along(lambda x, a: x / x.sum(axis=a, keepdims=True))),
         Mistake("the exponentials are not normalised: divide each by the sum along `axis`.",
                 along(lambda x, a: np.exp(x - x.max(axis=a, keepdims=True)))),
-        Mistake("the row maxima do not line up with their rows: take the maximum with "
-                "keepdims=True so that it broadcasts along `axis`.", along(no_keepdims_max)),
-        Mistake("the sums do not line up with their rows: take the sum with keepdims=True so "
-                "that it broadcasts along `axis`.",
+        Mistake("the row maxima do not line up with their rows: keep the reduced axis when "
+                "you take the maximum, so that it broadcasts along `axis`.",
+                along(no_keepdims_max)),
+        Mistake("the sums do not line up with their rows: keep the reduced axis when you take "
+                "the sum, so that it broadcasts along `axis`.",
                 along(lambda x, a: np.exp(x) / np.expand_dims(np.exp(x).sum(axis=a), -1))),
     ]
 
 
+@progressive
 def check_softmax(fn):
     """Check ``fn(x, axis=-1)``: a numerically stable softmax along ``axis``.
 
@@ -132,6 +141,7 @@ def check_softmax(fn):
     g = examples.rng(4)
     xb = g.standard_normal((2, 3, 5)) * 3.0
     big = 1e4 + g.standard_normal((3, 4)) * 1e3
+    apart = np.array([[1e4, 1e4 - 1, 1e4 - 2], [0.0, 1.0, 2.0]])  # rows 1e4 apart
     one = np.array([[2.5]])
     cases = [Case("the worked example's scaled scores", (s,), softmax(s, axis=-1),
                   kwargs={"axis": -1}),
@@ -143,6 +153,8 @@ def check_softmax(fn):
                   kwargs={"axis": 1}, batched=True),
              Case("scores near 1e4", (big,), softmax(big, axis=-1), kwargs={"axis": -1},
                   nonfinite_hint=OVERFLOW),
+             Case("two rows 1e4 apart ([1e4, 1e4 - 1, 1e4 - 2] and [0, 1, 2])", (apart,),
+                  softmax(apart, axis=-1), kwargs={"axis": -1}, nonfinite_hint=OVERFLOW),
              Case("a single score", (one,), softmax(one, axis=-1), kwargs={"axis": -1})]
     return judge(fn, cases, _softmax_variants(), what="weights",
                  stub_hint="exponentiate the scores after subtracting the maximum along `axis`, "
@@ -159,6 +171,7 @@ def _weights(q, k, scale=None, axis=-1, mask=None, fill=-np.inf):
     return softmax(s, axis=axis)
 
 
+@progressive
 def check_attention(fn):
     """Check ``fn(q, k, v, scale=None)``: the output ``softmax(q k^T * scale) v``.
 
@@ -218,6 +231,7 @@ def _random_mask(seed, n_q, n_k):
     return mask
 
 
+@progressive
 def check_masked_attention(fn):
     """Check ``fn(q, k, v, mask)``: attention where a False ``mask[..., i, j]`` hides key j.
 
@@ -272,6 +286,7 @@ def check_masked_attention(fn):
                      "query that may see nothing gets a zero output instead of NaN.")
 
 
+@progressive
 def check_sliding_window_mask(fn):
     """Check ``fn(n, window)``: the causal sliding-window mask, ``(n, n)`` booleans.
 
@@ -301,8 +316,9 @@ def check_sliding_window_mask(fn):
                 lambda n, w: causal_mask(n)),
     ]
     return judge(fn, cases, mistakes, what="mask",
-                 stub_hint="compare the query index i (a column of np.arange(n)) with the key "
-                           "index j (a row of it): allowed when j <= i and i - j < window.",
+                 stub_hint="compare the query index i (running down the rows) with the key "
+                           "index j (running along the columns): a key is allowed when it is not "
+                           "in the future and fewer than `window` positions back.",
                  shape_rule="the mask has one row per query and one column per key, (n, n)",
                  why="Each query sees itself and the window - 1 tokens before it, never the "
                      "future.")

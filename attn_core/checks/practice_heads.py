@@ -10,6 +10,7 @@ from .. import examples
 from ..attention import attention
 from ..multihead import merge_heads, multi_head_attention, split_heads
 from ..softmax import softmax
+from ._base import progressive
 from ._practice import Case, Mistake, judge
 from .practice_attention import OVERFLOW
 
@@ -47,6 +48,7 @@ def _merge_wrong(x):
     return x.reshape(*lead, n, h * d_k)  # heads not moved back next to their columns
 
 
+@progressive
 def check_multi_head_attention(fn):
     """Check ``fn(x, w_q, w_k, w_v, w_o, h)``: multi-head self-attention, output only.
 
@@ -120,6 +122,7 @@ def _online(q, k, v, block_size, *, rescale_l=True, rescale_acc=True, inverted=F
     return acc / l[..., None] if divide else acc
 
 
+@progressive
 def check_online_softmax(fn):
     """Check ``fn(q, k, v, block_size)``: attention's output by the online softmax over key tiles.
 

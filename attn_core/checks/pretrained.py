@@ -9,7 +9,7 @@ counts them.
 import numpy as np
 
 from ..model.head_roles import previous_token_score
-from ._base import is_close, is_unanswered, not_yet, read_number, right, unanswered
+from ._base import is_close, is_unanswered, not_yet, progressive, read_number, right, unanswered
 
 __all__ = ["check_strongest_head", "check_previous_token_score", "check_padding_pooling"]
 
@@ -36,6 +36,7 @@ def _read_pair(answer):
         return None
 
 
+@progressive
 def check_strongest_head(answer, run, query="it", key="animal"):
     """Exercise: the head ``(layer, head)``, from 1, whose ``query`` row weights ``key`` most.
 
@@ -45,16 +46,15 @@ def check_strongest_head(answer, run, query="it", key="animal"):
     q, k = run.index(query), run.index(key)
     share = np.asarray(run.attentions)[:, :, q, k]  # (layers, heads)
     layers, heads = share.shape
-    hint = (f"take the weight of row {query!r}, column {key!r} in every head: "
-            "run.attentions[:, :, q, k] has one entry per (layer, head); "
-            "find its largest entry (np.argmax with np.unravel_index) and add 1 to both "
-            "indices, since the course counts layers and heads from 1.")
+    hint = (f"every head has one weight in row {query!r}, column {key!r}: collect that "
+            "weight from every layer and head of run.attentions, find the largest, and say "
+            "where it is, counting layers and heads from 1 as the course does.")
     hint = hint[:1].upper() + hint[1:]
     if is_unanswered(answer):
         return unanswered(hint)
     got = _read_pair(answer)
     if got is None:
-        return not_yet(f"the answer should be a pair of whole numbers (layer, head). {hint}")
+        return not_yet("the answer should be a pair of whole numbers (layer, head).", hint)
     best = np.unravel_index(int(np.argmax(share)), share.shape)
     expected = (int(best[0]) + 1, int(best[1]) + 1)
     if got == expected:
@@ -63,16 +63,17 @@ def check_strongest_head(answer, run, query="it", key="animal"):
     layer, head = got
     if not (1 <= layer <= layers and 1 <= head <= heads):
         if (layer, head) == (expected[0] - 1, expected[1] - 1):
-            return not_yet(f"those look like numpy's 0-based indices. {hint}")
-        return not_yet(f"layers run from 1 to {layers} and heads from 1 to {heads}. {hint}")
+            return not_yet("those look like numpy's 0-based indices.", hint)
+        return not_yet(f"layers run from 1 to {layers} and heads from 1 to {heads}.", hint)
     if (layer, head) == (expected[0] - 1, expected[1] - 1):
-        return not_yet(f"those look like numpy's 0-based indices. {hint}")
+        return not_yet("those look like numpy's 0-based indices.", hint)
     if int(np.argmax(run.attentions[layer - 1, head - 1, q])) == k:
         return not_yet(f"in that head {key!r} is indeed the top key of {query!r}, but another "
-                       f"head gives {key!r} a larger share. {hint}")
+                       f"head gives {key!r} a larger share.", hint)
     return not_yet(hint)
 
 
+@progressive
 def check_previous_token_score(answer, run, layer, head):
     """Exercise: the previous-token score of head ``head`` in layer ``layer`` (both from 1).
 
@@ -84,10 +85,10 @@ def check_previous_token_score(answer, run, layer, head):
     head = _head_number(head, heads, "head")
     w = np.asarray(run.attentions[layer - 1, head - 1], dtype=float)  # (n, n)
     n = w.shape[-1]
-    hint = (f"take w = run.attentions[{layer - 1}, {head - 1}] (layer {layer}, head {head}: "
-            "numpy counts from 0); row i's previous token is column i - 1, which exists for "
-            f"rows 2 to {n} only; average those {n - 1} weights (np.diagonal with offset=-1 "
-            "collects them). Give 3 decimals or more.")
+    hint = (f"take the weights of layer {layer}, head {head} (numpy counts from 0, the course "
+            "from 1); row i's previous token is column i - 1, which exists for "
+            f"rows 2 to {n} only: average those {n - 1} weights, the diagonal just below the "
+            "main one. Give 3 decimals or more.")
     hint = hint[:1].upper() + hint[1:]
     if is_unanswered(answer):
         return unanswered(hint)
@@ -115,9 +116,9 @@ def check_previous_token_score(answer, run, layer, head):
                       "start at 1, numpy's indices at 0."))
     for value, why in traps:
         if is_close(got, float(value), atol=1e-3) and not is_close(value, expected, atol=1e-3):
-            return not_yet(f"{why} {hint}")
+            return not_yet(f"{why}", hint)
     if is_close(got, expected, atol=1e-2):
-        return not_yet(f"close, but not to 3 decimals: compute it rather than rounding. {hint}")
+        return not_yet("close, but not to 3 decimals: compute it rather than rounding.", hint)
     return not_yet(hint)
 
 
@@ -141,6 +142,7 @@ def _padding_difference(model, sentence, longer):
     return diff
 
 
+@progressive
 def check_padding_pooling(prediction, difference, model, sentence, longer):
     """Exercise: does padding change a sentence's embedding? A prediction, then the measurement.
 
@@ -151,33 +153,33 @@ def check_padding_pooling(prediction, difference, model, sentence, longer):
     """
     hint = ("In the batch, the short sentence is padded with [PAD] pieces. Think about which "
             "weights the attention mask sets to zero, and which rows mean_pool averages; then "
-            "measure: run_batch([sentence, longer]) returns the embeddings (its last item), "
-            "and np.abs(a - b).max() compares two vectors.")
+            "measure: run_batch returns the embeddings as its last item; the largest absolute "
+            "difference of the two vectors is the number asked for.")
     if is_unanswered(prediction) and is_unanswered(difference):
         return unanswered(hint)
     expected_diff = _padding_difference(model, sentence, longer)
     expected_change = expected_diff > ROUNDING
     if is_unanswered(prediction) or not isinstance(prediction, (bool, np.bool_)):
-        return not_yet(f"prediction should be True or False (write your guess first). {hint}")
+        return not_yet("prediction should be True or False (write your guess first).", hint)
     if is_unanswered(difference):
         return unanswered(f"now measure: set difference to the largest absolute difference "
                           f"between the two embeddings. {hint}")
     try:
         got = float(difference)
     except (TypeError, ValueError):
-        return not_yet(f"difference should be a single number. {hint}")
+        return not_yet("difference should be a single number.", hint)
     if not np.isfinite(got) or got < 0:
-        return not_yet(f"an absolute difference is a number of at least zero. {hint}")
+        return not_yet("an absolute difference is a number of at least zero.", hint)
     measured_ok = got <= ROUNDING if not expected_change else is_close(got, expected_diff, 1e-4)
     if not measured_ok:
         return not_yet("your difference is far larger than what the model gives. Did you "
                        "compare the same sentence (row 0 of the batch), and take the "
                        "embeddings from run_batch, which average the real pieces only? "
                        "A plain mean over every row, [PAD] included, is a different vector. "
-                       f"{hint}")
+                       "", hint)
     if bool(prediction) != expected_change:
         return not_yet(f"your measurement is right, but it contradicts your prediction: look "
-                       f"at its size next to float32 rounding ({ROUNDING:g}). {hint}")
+                       f"at its size next to float32 rounding ({ROUNDING:g}).", hint)
     if expected_change:
         return right("Padding does move this embedding: compare the rows of the two runs "
                      "layer by layer to see where they part.")

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import examples
 from ..attention import attention
-from ._base import check_array, is_unanswered, not_yet, right, unanswered
+from ._base import check_array, is_unanswered, not_yet, progressive, right, unanswered
 
 __all__ = ["check_focus_query", "check_mixture", "check_top_token"]
 
@@ -23,6 +23,7 @@ def _row_weights(query, keys):
     return w[0]
 
 
+@progressive
 def check_top_token(answer, queries, keys, query_token="it", tokens=examples.TOKENS):
     """Check which token gets the largest weight in the row of ``query_token``."""
     tokens = list(tokens)
@@ -35,20 +36,23 @@ def check_top_token(answer, queries, keys, query_token="it", tokens=examples.TOK
     if is_unanswered(answer):
         return unanswered(hint)
     if not isinstance(answer, str):
-        return not_yet(f"answer with one token of the sentence, as a string in quotes. "
-                       f"{hint}")
+        return not_yet("answer with one token of the sentence, as a string in quotes. "
+                       "", hint)
     got = answer.strip()
     matches = [t for t in tokens if t == got] or [t for t in tokens if t.lower() == got.lower()]
     if not matches:
-        return not_yet(f"{got!r} is not one of the tokens {tokens}. {hint}")
+        return not_yet(f"{got!r} is not one of the tokens {tokens}.", hint)
     if expected in matches:
         return right(f"{expected!r} now has the largest dot product with the query of "
                      f"{query_token!r}, so it wins the largest weight.")
     if got == query_token:
-        return not_yet(f"a token does not automatically attend most to itself here. {hint}")
-    return not_yet(hint)
+        return not_yet("a token does not automatically attend most to itself here.", hint)
+    return not_yet(f"{got!r} does not have the largest dot product with the query of "
+                   f"{query_token!r}: the weights follow the dot products, not what the words "
+                   "mean.", hint)
 
 
+@progressive
 def check_mixture(answer, weights, values):
     """Check the output of one query: the weights times the value rows, added up."""
     w = np.asarray(weights, dtype=float)  # (n,)
@@ -63,15 +67,16 @@ def check_mixture(answer, weights, values):
             got = None
         if got is not None and got.shape == v.sum(axis=0).shape and not np.allclose(
                 got, expected, atol=1e-2) and np.allclose(got, v.sum(axis=0), atol=1e-2):
-            return not_yet(f"that is the plain sum of the values; each must be multiplied "
-                           f"by its weight first. {hint}")
+            return not_yet("that is the plain sum of the values; each must be multiplied "
+                           "by its weight first.", hint)
         if got is not None and got.shape == w.shape and got.shape != expected.shape:
-            return not_yet(f"your answer has one entry per token; the output has one entry "
-                           f"per value column. {hint}")
+            return not_yet("your answer has one entry per token; the output has one entry "
+                           "per value column.", hint)
     return check_array(answer, expected, hint=hint,
                        why="The output is a weighted average of the values.")
 
 
+@progressive
 def check_focus_query(answer, keys, target="animal", tokens=examples.TOKENS, threshold=0.9):
     """Check that a query puts at least ``threshold`` of its weight on ``target``."""
     tokens = list(tokens)
@@ -85,14 +90,21 @@ def check_focus_query(answer, keys, target="animal", tokens=examples.TOKENS, thr
     try:
         q = np.asarray(answer, dtype=float)
     except (TypeError, ValueError):
-        return not_yet(f"the answer should be a vector of numbers. {hint}")
+        return not_yet("the answer should be a vector of numbers.", hint)
     if q.shape != keys.shape[-1:]:
         return not_yet(f"a query must have {keys.shape[-1]} numbers, like the keys; yours "
-                       f"has shape {q.shape}. {hint}")
+                       f"has shape {q.shape}.", hint)
     if not np.all(np.isfinite(q)):
-        return not_yet(f"your query contains NaN or infinite values. {hint}")
+        return not_yet("your query contains NaN or infinite values.", hint)
     share = float(_row_weights(q, keys)[col])
     if share >= threshold:
         return right(f"This query puts {share:.0%} of its weight on {target!r}.")
+    key = keys[col]
+    along = float(q @ key) / (np.linalg.norm(q) * np.linalg.norm(key) + 1e-300)
+    if along > 0.99:
+        return not_yet(f"this query points the way the key of {target!r} points, but puts only "
+                       f"{share:.0%} of its weight there: it is too short to decide. A longer "
+                       f"query spreads the scores further apart (the goal is at least "
+                       f"{threshold:.0%}).", hint)
     return not_yet(f"this query puts {share:.0%} of its weight on {target!r}; the goal is "
-                   f"at least {threshold:.0%}. {hint}")
+                   f"at least {threshold:.0%}.", hint)

@@ -9,33 +9,36 @@ import numpy as np
 
 from .. import examples
 from ..attention import attention
-from ._base import check_array, check_choice, is_unanswered, not_yet, read_shape, right
+from ._base import check_array, check_choice, is_unanswered, not_yet, progressive, read_shape, right
 
 __all__ = ["PROJECTION_OPTIONS", "check_product_shape", "check_projection_choice",
            "check_query_row"]
 
 
+@progressive
 def check_product_shape(answer, a_shape, b_shape, names=("A", "B")):
     """Check the shape of the matrix product of arrays shaped ``a_shape`` and ``b_shape``."""
     expected = np.matmul(np.zeros(a_shape), np.zeros(b_shape)).shape
     a, b = names
-    hint = (f"In {a} @ {b}, each row of {a} meets each column of {b}: the result keeps the "
-            f"rows of {a} and the columns of {b}, and the shared inner size is summed away.")
+    hint = (f"In the product {a} {b}, each row of {a} meets each column of {b}: the result "
+            f"keeps the rows of {a} and the columns of {b}, and the shared inner size is summed "
+            "away.")
     got, feedback = read_shape(answer, hint)
     if feedback is not None:
         return feedback
     if got == expected:
         return right(f"One row per row of {a}, one column per column of {b}.")
     if len(got) != len(expected):
-        return not_yet(f"the product has {len(expected)} axes. {hint}")
+        return not_yet(f"the product has {len(expected)} axes.", hint)
     if got == expected[::-1]:
-        return not_yet(f"rows and columns are swapped. {hint}")
+        return not_yet("rows and columns are swapped.", hint)
     inner = a_shape[-1]
     if inner in got and inner not in expected:
-        return not_yet(f"the inner size {inner} does not survive the product. {hint}")
+        return not_yet(f"the inner size {inner} does not survive the product.", hint)
     return not_yet(hint)
 
 
+@progressive
 def check_query_row(answer, x, w_q, row=1, w_k=None, w_v=None):
     """Check the query of token ``row`` (counted from 1): row ``row`` of ``X @ W_q``."""
     x = np.asarray(x, dtype=float)  # (n, d_model)
@@ -51,17 +54,17 @@ def check_query_row(answer, x, w_q, row=1, w_k=None, w_v=None):
             got = None
         if got is not None and got.shape == expected.shape and not np.allclose(
                 got, expected, atol=1e-2):
-            others = {"the key (X @ W_k)": w_k, "the value (X @ W_v)": w_v}
+            others = {"the key (X times W_k)": w_k, "the value (X times W_v)": w_v}
             for what, w in others.items():
                 if w is not None and np.allclose(got, (x @ np.asarray(w, float))[row - 1],
                                                  atol=1e-2):
-                    return not_yet(f"that is {what} of the token, not its query. {hint}")
+                    return not_yet(f"that is {what} of the token, not its query.", hint)
             for other in range(q.shape[0]):
                 if other != row - 1 and np.allclose(got, q[other], atol=1e-2):
                     return not_yet(f"that is the query of token {other + 1}; tokens are "
-                                   f"counted from 1, row by row. {hint}")
+                                   f"counted from 1, row by row.", hint)
             if w_q.shape[0] == w_q.shape[1] and np.allclose(got, w_q @ x[row - 1], atol=1e-2):
-                return not_yet(f"you used the rows of W_q instead of its columns. {hint}")
+                return not_yet("you used the rows of W_q instead of its columns.", hint)
     return check_array(answer, expected, hint=hint,
                        why=f"Token {row}'s row of X, times W_q, is its query.")
 
@@ -98,6 +101,7 @@ def _projections_that_work(x, w_q, w_k, w_v, a, b, seed):
     return frozenset(works)
 
 
+@progressive
 def check_projection_choice(answer, x, w_q, w_k, w_v, a=1, b=3, seed=examples.SEED):
     """Check which projections can change how much token ``a`` attends to token ``b``
     while leaving what ``b`` hands over (its value) unchanged."""
@@ -109,7 +113,7 @@ def check_projection_choice(answer, x, w_q, w_k, w_v, a=1, b=3, seed=examples.SE
         low = answer.strip().lower()
         if low in {o.lower() for o, names in PROJECTION_OPTIONS.items() if "W_v" in names}:
             return not_yet(f"changing W_v changes every value, including token {b}'s, and "
-                           f"it never enters the weights. {hint}")
+                           f"it never enters the weights.", hint)
     return check_choice(answer, expected, list(PROJECTION_OPTIONS), hint=hint,
                         why="The weights come from queries and keys only; the values only "
                             "ride along.")

@@ -10,7 +10,7 @@ import numpy as np
 from .. import examples
 from ..cost import attention_flops, score_matrix_cells
 from ..masks import causal_mask
-from ._base import check_choice, check_number, is_unanswered, not_yet
+from ._base import check_choice, check_number, is_unanswered, not_yet, progressive
 
 __all__ = ["CHOICES", "check_quiz_heads", "check_quiz_long_context", "check_quiz_mask",
            "check_quiz_maps", "check_quiz_roles", "check_quiz_scaling", "check_quiz_spread"]
@@ -40,21 +40,30 @@ def _number(answer, expected, hint, why, atol=1e-2, rtol=0.0):
         try:
             float(answer)
         except (TypeError, ValueError):
-            return not_yet(f"the answer should be a single number. {hint}")
+            return not_yet("the answer should be a single number.", hint)
     return check_number(answer, expected, hint=hint, why=why, atol=atol, rtol=rtol)
 
 
+@progressive
 def check_quiz_scaling(answer):
     """Q1: why the scores are divided by sqrt(d_k) (the option about spread and saturation)."""
     hint = ("Think about what happens to the softmax when its inputs are spread far "
             "apart, and to its Jacobian. " + _see("scaling"))
-    return check_choice(answer, "b", CHOICES, hint=hint,
+    wrong = {"a": "the softmax makes each row sum to 1 on its own, whatever the scale of "
+                  "the scores; dividing them does not change that.",
+             "c": "dividing by a positive number keeps every sign: a negative score stays "
+                  "negative.",
+             "d": "the division comes after the product and costs one extra operation per "
+                  "score; it saves no work."}
+    wrong = {option: f"{why} {_see('scaling')}" for option, why in wrong.items()}
+    return check_choice(answer, "b", CHOICES, hint=hint, wrong=wrong,
                         why="Without it the spread of the scores grows with d_k and the "
                             "softmax saturates: its own Jacobian all but vanishes, and "
                             "unscaled wide heads learn more slowly (the gradient reaching W_q "
                             "is not smaller, though). " + _see("learning"))
 
 
+@progressive
 def check_quiz_spread(answer, d_k=64):
     """Q2: standard deviation of a raw dot product of two unit-variance d_k-vectors."""
     expected = float(np.sqrt(d_k))  # variance d_k (a sum of d_k unit-variance products)
@@ -67,20 +76,28 @@ def check_quiz_spread(answer, d_k=64):
         except (TypeError, ValueError):
             got = None
         if got is not None and np.isclose(got, d_k):
-            return not_yet(f"that is the variance; the question asks for the standard "
-                           f"deviation. {hint}")
+            return not_yet("that is the variance; the question asks for the standard "
+                           "deviation.", hint)
     return _number(answer, expected, hint, why="That is exactly the factor the scaling "
                    "divides by, bringing the spread back to about one.", atol=0.05)
 
 
+@progressive
 def check_quiz_roles(answer):
     """Q3: which vector of the attended token is compared with the query (its key)."""
     hint = ("One vector is compared with the query to decide the weight; another is what "
             "gets mixed into the output. " + _see("qkv"))
-    return check_choice(answer, "b", CHOICES, hint=hint,
+    wrong = {"a": "a token's query asks; it is not what the other tokens' queries are "
+                  "compared with.",
+             "c": "the value is what gets mixed into the output once the weight is decided; "
+                  "it plays no part in deciding the weight.",
+             "d": "an output is what attention returns, after the weights are decided."}
+    wrong = {option: f"{why} {_see('qkv')}" for option, why in wrong.items()}
+    return check_choice(answer, "b", CHOICES, hint=hint, wrong=wrong,
                         why="Queries meet keys; values are what is handed over.")
 
 
+@progressive
 def check_quiz_heads(answer, d_model=examples.ARTICLE_D_MODEL, h=examples.ARTICLE_HEADS,
                      n=512):
     """Q4: multiply-adds of the scores and weighted sums with h heads, relative to 1 head."""
@@ -97,20 +114,27 @@ def check_quiz_heads(answer, d_model=examples.ARTICLE_D_MODEL, h=examples.ARTICL
         except (TypeError, ValueError):
             got = None
         if got is not None and np.isclose(got, h) and not np.isclose(got, expected):
-            return not_yet(f"the heads do not each take the full width. {hint}")
+            return not_yet("the heads do not each take the full width.", hint)
     return _number(answer, expected, hint,
                    why="The heads split the width instead of copying it.")
 
 
+@progressive
 def check_quiz_maps(answer):
     """Q5: what an attention map shows (how the values were blended, not what later layers did)."""
     hint = ("An attention map is the weight matrix after the softmax; ask what its rows "
             "add up to and what the weights do and do not tell you. " + _see("softmax"))
-    return check_choice(answer, "a", CHOICES, hint=hint,
+    wrong = {"b": "the map shows one head's blend in one layer; the prediction comes from "
+                  "every head and every later layer, so it does not depend 70% on one word.",
+             "c": "the map is drawn after the softmax: its rows are weights, not raw scores.",
+             "d": "each ROW of the map sums to 1 (one query's weights); its columns need not."}
+    wrong = {option: f"{why} {_see('softmax')}" for option, why in wrong.items()}
+    return check_choice(answer, "a", CHOICES, hint=hint, wrong=wrong,
                         why="A weight says how much of a value went into the blend, not what "
                             "later layers did with it.")
 
 
+@progressive
 def check_quiz_long_context(answer, short=2048, long=8192):
     """Q6: how many times more score cells (attention work) for ``long`` than ``short`` tokens."""
     expected = score_matrix_cells(long) / score_matrix_cells(short)
@@ -122,11 +146,12 @@ def check_quiz_long_context(answer, short=2048, long=8192):
         except (TypeError, ValueError):
             got = None
         if got is not None and np.isclose(got, long / short):
-            return not_yet(f"that is how much longer the sequence is; the work grows "
-                           f"faster than the length. {hint}")
+            return not_yet("that is how much longer the sequence is; the work grows "
+                           "faster than the length.", hint)
     return _number(answer, expected, hint, why="Quadratic growth: length ratio squared.")
 
 
+@progressive
 def check_quiz_mask(answer, n=4):
     """Q7: how many of the n x n weights can be non-zero under a causal mask."""
     expected = int(causal_mask(n).sum())
@@ -138,5 +163,5 @@ def check_quiz_mask(answer, n=4):
         except (TypeError, ValueError):
             got = None
         if got is not None and np.isclose(got, n * n - expected):
-            return not_yet(f"that is the number of masked weights. {hint}")
+            return not_yet("that is the number of masked weights.", hint)
     return _number(answer, expected, hint, why="The lower triangle, diagonal included.")

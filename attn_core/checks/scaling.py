@@ -3,7 +3,7 @@
 import numpy as np
 
 from ..softmax import softmax
-from ._base import is_unanswered, not_yet, right, unanswered
+from ._base import is_unanswered, not_yet, progressive, right, unanswered
 
 __all__ = ["check_raw_std", "check_restoring_scale", "check_saturation"]
 
@@ -28,6 +28,7 @@ def _near(got, value, rtol):
     return bool(np.isclose(got, value, rtol=rtol, atol=0.0))
 
 
+@progressive
 def check_raw_std(answer, d_k=256):
     """Check a prediction of the standard deviation of raw scores ``q . k`` at width ``d_k``.
 
@@ -43,17 +44,18 @@ def check_raw_std(answer, d_k=256):
         return unanswered(hint)
     got = _number(answer)
     if got is None:
-        return not_yet(f"the answer should be a single number. {_cap(hint)}")
+        return not_yet("the answer should be a single number.", hint)
     if _near(got, expected, 0.05):
         return right("The spread of raw scores grows like the square root of d_k.")
     if _near(got, variance, 0.05):
-        return not_yet(f"that is the variance, not the standard deviation. {_cap(hint)}")
+        return not_yet("that is the variance, not the standard deviation.", hint)
     if _near(got, 1.0, 0.05):
-        return not_yet(f"that is the spread after dividing by sqrt(d_k); the question is "
-                       f"about the raw scores. {_cap(hint)}")
+        return not_yet("that is the spread after dividing by sqrt(d_k); the question is "
+                       "about the raw scores.", hint)
     return not_yet(hint)
 
 
+@progressive
 def check_restoring_scale(answer, variance=36.0):
     """Check the factor ``scale`` (scores are multiplied by it) that turns ``variance`` into 1."""
     expected = 1.0 / np.sqrt(variance)  # Var(a X) = a^2 Var(X) = 1  =>  a = 1 / sqrt(Var X)
@@ -63,21 +65,22 @@ def check_restoring_scale(answer, variance=36.0):
         return unanswered(hint)
     got = _number(answer)
     if got is None:
-        return not_yet(f"the answer should be a single number. {_cap(hint)}")
+        return not_yet("the answer should be a single number.", hint)
     if _near(got, expected, 0.01):
         return right("Dividing by the standard deviation leaves variance 1.")
     if _near(got, 1.0 / expected, 0.01):
-        return not_yet(f"that is the number to divide by; the question asks for the factor "
-                       f"to multiply by (like scale= in scores). {_cap(hint)}")
+        return not_yet("that is the number to divide by; the question asks for the factor "
+                       "to multiply by (like scale= in scores).", hint)
     if _near(got, 1.0 / variance, 0.01):
-        return not_yet(f"that factor shrinks the variance far below 1, because the factor "
-                       f"is squared. {_cap(hint)}")
+        return not_yet("that factor shrinks the variance far below 1, because the factor "
+                       "is squared.", hint)
     if got < 0:
-        return not_yet(f"a negative factor would flip the order of the scores; take a > 0. "
-                       f"{_cap(hint)}")
+        return not_yet("a negative factor would flip the order of the scores; take a > 0. "
+                       "", hint)
     return not_yet(hint)
 
 
+@progressive
 def check_saturation(answer, row, d_k):
     """Check ``(raw_saturated, scaled_saturated)`` for a row of raw scores at width ``d_k``.
 
@@ -94,11 +97,18 @@ def check_saturation(answer, row, d_k):
     try:
         got = tuple(answer)
     except TypeError:
-        return not_yet(f"the answer should be a pair (raw_saturated, scaled_saturated) of "
-                       f"True/False values. {_cap(hint)}")
+        return not_yet("the answer should be a pair (raw_saturated, scaled_saturated) of "
+                       "True/False values.", hint)
     if len(got) != 2 or not all(isinstance(g, (bool, np.bool_)) for g in got):
-        return not_yet(f"the answer should be a pair (raw_saturated, scaled_saturated) of "
-                       f"True/False values. {_cap(hint)}")
-    if tuple(bool(g) for g in got) == expected:
+        return not_yet("the answer should be a pair (raw_saturated, scaled_saturated) of "
+                       "True/False values.", hint)
+    got = tuple(bool(g) for g in got)
+    if got == expected:
         return right("Scaling decides whether one key takes (almost) all the weight.")
-    return not_yet(f"at least one of the two is off. {_cap(hint)}")
+    if expected[0] != expected[1] and got == expected[::-1]:
+        return not_yet("the two are swapped: the first says whether the raw row saturates, "
+                       "the second the scaled row.", hint)
+    if expected[0] != expected[1] and got[0] == got[1]:
+        return not_yet("you say the scaling changes nothing here: it does; compare the "
+                       "largest weight of the raw row with that of the scaled row.", hint)
+    return not_yet("at least one of the two is off.", hint)

@@ -8,7 +8,16 @@ import numpy as np
 
 from .. import examples
 from ..attention import scores
-from ._base import check_number, is_unanswered, not_yet, read_number, read_shape, right, unanswered
+from ._base import (
+    check_number,
+    is_unanswered,
+    not_yet,
+    progressive,
+    read_number,
+    read_shape,
+    right,
+    unanswered,
+)
 
 __all__ = ["check_best_key", "check_score_cell", "check_scores_shape"]
 
@@ -22,6 +31,7 @@ def _raw(q, k):
     return scores(q, k, scale=1.0)  # (n_q, d_k) @ (d_k, n_k) -> (n_q, n_k)
 
 
+@progressive
 def check_score_cell(answer, row=3, col=2, q=examples.Q, k=examples.K):
     """Check the raw score of query ``row`` against key ``col`` (both counted from 1)."""
     s = _raw(q, k)
@@ -34,16 +44,17 @@ def check_score_cell(answer, row=3, col=2, q=examples.Q, k=examples.K):
     if row != col and np.isclose(got, s[col - 1, row - 1], atol=5e-3) and not np.isclose(
             got, expected, atol=5e-3):
         return not_yet(f"that is the score the other way round (query {col} against key "
-                       f"{row}). Row = query, column = key. {_cap(hint)}")
+                       f"{row}). Row = query, column = key.", hint)
     if np.isclose(got * np.sqrt(q.shape[-1]), expected, atol=5e-3) and not np.isclose(
             got, expected, atol=5e-3):
-        return not_yet(f"that looks divided by sqrt(d_k); this exercise asks for the raw "
-                       f"score Q K^T, before any scaling. {_cap(hint)}")
+        return not_yet("that looks divided by sqrt(d_k); this exercise asks for the raw "
+                       "score Q K^T, before any scaling.", hint)
     return check_number(got, expected, atol=5e-3, hint=hint,
                         why=f"Score ({row}, {col}) is the dot product of query {row} "
                             f"with key {col}.")
 
 
+@progressive
 def check_best_key(answer, query=4, q=examples.Q, k=examples.K):
     """Check which key (counted from 1) query ``query`` matches best: the row's argmax."""
     s = _raw(q, k)
@@ -55,22 +66,23 @@ def check_best_key(answer, query=4, q=examples.Q, k=examples.K):
         return unanswered(hint)
     if isinstance(answer, bool) or not isinstance(answer, (int, np.integer)):
         return not_yet(f"the answer should be a whole number, the key's position from 1 to "
-                       f"{n_k}. {_cap(hint)}")
+                       f"{n_k}.", hint)
     got = int(answer)
     if not 1 <= got <= n_k:
-        return not_yet(f"keys are numbered 1 to {n_k}. {_cap(hint)}")
+        return not_yet(f"keys are numbered 1 to {n_k}.", hint)
     if got == expected:
         return right(f"Query {query}'s largest score is in that column, so it matches that "
                      "key best.")
     if got == expected - 1:
-        return not_yet(f"check whether you counted from 0: the course numbers keys from 1. "
-                       f"{_cap(hint)}")
+        return not_yet("check whether you counted from 0: the course numbers keys from 1. "
+                       "", hint)
     if got == int(np.argmax(s[:, query - 1])) + 1:
         return not_yet(f"you looked down column {query} (which query key {query} suits "
-                       f"best); the question is about row {query}. {_cap(hint)}")
+                       f"best); the question is about row {query}.", hint)
     return not_yet(hint)
 
 
+@progressive
 def check_scores_shape(answer, n_q=5, n_k=7, d_k=3):
     """Check the shape of the score matrix for ``n_q`` queries and ``n_k`` keys of width ``d_k``."""
     expected = _raw(np.zeros((n_q, d_k)), np.zeros((n_k, d_k))).shape
@@ -82,9 +94,9 @@ def check_scores_shape(answer, n_q=5, n_k=7, d_k=3):
     if got == expected:
         return right("One score per (query, key) pair.")
     if len(got) != len(expected):
-        return not_yet(f"the score matrix has {len(expected)} axes. {_cap(hint)}")
+        return not_yet(f"the score matrix has {len(expected)} axes.", hint)
     if got == expected[::-1]:
-        return not_yet(f"rows and columns are swapped: rows are queries. {_cap(hint)}")
+        return not_yet("rows and columns are swapped: rows are queries.", hint)
     if d_k in got:
-        return not_yet(f"d_k does not appear in the shape of the scores. {_cap(hint)}")
+        return not_yet("d_k does not appear in the shape of the scores.", hint)
     return not_yet(hint)

@@ -15,6 +15,7 @@ from ._base import (
     is_close,
     is_unanswered,
     not_yet,
+    progressive,
     read_number,
     right,
     rounding_tolerance,
@@ -24,6 +25,7 @@ from ._base import (
 __all__ = ["check_output_entry", "check_uniform_output", "check_uniform_query"]
 
 
+@progressive
 def check_output_entry(answer, row=1, col=1, q=None, k=None, v=None, decimals=2):
     """Check entry ``(row, col)`` (both counted from 1) of the worked example's output.
 
@@ -62,10 +64,11 @@ def check_output_entry(answer, row=1, col=1, q=None, k=None, v=None, decimals=2)
                            f"{i + 1} go with a column of V.")
     if is_close(got, expected, atol=max(0.03, 3 * atol)):
         return not_yet(f"close, but it does not round to the entry at {decimals} decimals: "
-                       f"keep more decimals in the weights and round only at the end. {hint}")
+                       f"keep more decimals in the weights and round only at the end.", hint)
     return not_yet(hint)
 
 
+@progressive
 def check_uniform_output(answer, v=None):
     """Check the output row of a query whose weights are all equal (1/n each)."""
     v = examples.V if v is None else np.asarray(v, dtype=float)
@@ -84,14 +87,15 @@ def check_uniform_output(answer, v=None):
                     return not_yet("that is the sum of V's rows: the weights sum to 1, so "
                                    "each row counts 1/n, not 1.")
         elif got is not None and got.shape == (n,) and got.shape != expected.shape:
-            return not_yet(f"your answer has one entry per token (did you average along "
-                           f"each row of V?); an output row has one entry per column of V. "
-                           f"{hint}")
+            return not_yet("your answer has one entry per token (did you average along "
+                           "each row of V?); an output row has one entry per column of V. "
+                           "", hint)
     return check_array(answer, expected, hint=hint,
                        why="Equal weights make the output the mean of the value rows: the "
                            "query learns nothing about which token matters.")
 
 
+@progressive
 def check_uniform_query(answer, k=None, v=None):
     """Check a query vector that gives equal weight to every key of ``k``.
 
@@ -108,14 +112,14 @@ def check_uniform_query(answer, k=None, v=None):
     try:
         q = np.asarray(answer, dtype=float).reshape(-1)
     except (TypeError, ValueError):
-        return not_yet(f"the answer should be a vector of {d_k} numbers. {hint}")
+        return not_yet(f"the answer should be a vector of {d_k} numbers.", hint)
     if q.shape != (d_k,):
-        return not_yet(f"a query has d_k = {d_k} entries, your answer has {q.size}. {hint}")
+        return not_yet(f"a query has d_k = {d_k} entries, your answer has {q.size}.", hint)
     if not np.all(np.isfinite(q)):
-        return not_yet(f"your query contains NaN or infinite values. {hint}")
+        return not_yet("your query contains NaN or infinite values.", hint)
     _, weights = attention(q[None, :], k, v)  # (1, d_k) query -> (1, n) weights
     n = k.shape[-2]
     if np.allclose(weights, 1.0 / n, atol=1e-3):
         return right("Equal scores give equal weights, whatever the scale.")
     return not_yet(f"with this query the weights run from {weights.min():.2f} to "
-                   f"{weights.max():.2f}, not all equal; {hint}")
+                   f"{weights.max():.2f}, not all equal;", hint)
