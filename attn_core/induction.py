@@ -105,27 +105,28 @@ def repeated_tokens(rng, batch, vocab_size, n, segment, gap=0, distinct=False):
 
 
 def _check_weights(weights):
-    w = as_float_array(weights, "weights", min_ndim=2)
+    w = as_float_array(weights, "weights", min_ndim=2, layout="(..., n, n)")
     if w.shape[-1] != w.shape[-2]:
         raise ValueError(f"weights must be square attention maps (..., n, n), got shape {w.shape}")
     return w
 
 
 def diagonal_score(weights, offset):
-    """Mean weight each query puts on the key ``offset`` positions before it.
+    """Mean weight each query puts on the key ``offset`` positions before it (the one
+    implementation of the neighbour scores: ``attn_core.model.head_roles`` uses it too).
 
     Parameters
     ----------
     weights : (..., n, n) array_like
         Attention maps, row ``i`` the weights of query ``i``.
     offset : int
-        ``1 <= offset < n``.
+        ``-n < offset < n``: 1 the previous token, 0 the query itself, -1 the next token.
 
     Returns
     -------
     (...,) ndarray
-        :math:`\\frac{1}{n - o} \\sum_{i=o}^{n-1} w_{i, i-o}`: 1 for a head that always looks
-        exactly ``offset`` back, about ``1/i`` summed for a uniform causal head.
+        :math:`\\frac{1}{n - |o|} \\sum_i w_{i, i-o}` over the queries that have such a key:
+        1 for a head that always looks exactly ``offset`` back.
 
     Examples
     --------
@@ -134,11 +135,12 @@ def diagonal_score(weights, offset):
     """
     w = _check_weights(weights)
     n = w.shape[-1]
-    offset = check_positive_int(offset, "offset")
-    if offset >= n:
-        raise ValueError(f"offset must be below n = {n}, got {offset}")
-    rows = np.arange(offset, n)  # (n - offset,)
-    return w[..., rows, rows - offset].mean(axis=-1)  # (..., n - offset) -> (...,)
+    if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
+        raise TypeError(f"offset must be an int, got {type(offset).__name__}")
+    if not -n < offset < n:
+        raise ValueError(f"offset must be between {1 - n} and {n - 1} (n = {n}), got {offset}")
+    # np.diagonal's offset counts columns to the right: the key o back is diagonal -o
+    return np.diagonal(w, offset=-int(offset), axis1=-2, axis2=-1).mean(axis=-1)
 
 
 def previous_token_score(weights):
@@ -207,9 +209,9 @@ def induction_score(weights, ids):
 
     Examples
     --------
-    >>> ids = [3, 4, 3, 4]
-    >>> perfect = induction_targets(ids).astype(float)  # rows 2, 3 all on their target
-    >>> float(induction_score(perfect, ids)), float(induction_score(np.eye(4, k=-1), ids))
+    >>> ids = [3, 4, 5, 3, 4, 5]
+    >>> perfect = induction_targets(ids).astype(float)  # rows 3, 4, 5 on their target
+    >>> float(induction_score(perfect, ids)), float(induction_score(np.eye(6, k=-1), ids))
     (1.0, 0.0)
     """
     w = _check_weights(weights)

@@ -116,6 +116,9 @@ def setups():
     yield "gpt_explorer (new sample)", ex, {"temperature": c["temperature"],
                                             "top_k": c["top_k"]}
     yield "gpt_explorer (new prompt)", ex, {"prompt": (c["prompt"], NEW_PROMPTS)}
+    ex = explorers.induction_explorer()
+    yield "induction_explorer", ex, {"step": ex.controls["step"],
+                                     "ablation": ex.controls["ablation"]}
 
 
 def time_control(explorer, widget):

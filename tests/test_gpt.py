@@ -120,6 +120,8 @@ def ref_gpt_logits(p, config, ids):
                               config.n_heads, mask=np.tri(n, dtype=bool),
                               biases=tuple(np.array(q[f"attn.b_{c}"]) for c in "qkvo"))
         x = [[xi + ai for xi, ai in zip(xr, ar)] for xr, ar in zip(x, attended.tolist())]
+        if "mlp.w_in" not in q:  # attention-only
+            continue
         m = [ref_layer_norm(r, q["ln2.g"], q["ln2.b"]) for r in x]
         h = [[ref_gelu(v) for v in r] for r in ref_matmul(m, q["mlp.w_in"], q["mlp.b_in"])]
         out = ref_matmul(h, q["mlp.w_out"], q["mlp.b_out"])

@@ -64,6 +64,8 @@ COURSE = [
      "Causal attention one token at a time: the key/value cache, its cost and its memory."),
     ("14-a-tiny-gpt.ipynb", "A tiny GPT",
      "The whole transformer from the course's parts, trained in numpy, sampled, looked into."),
+    ("15-induction-heads.ipynb", "Induction heads",
+     "Two heads that divide a job, grown from scratch in a two-layer model, tested by ablation."),
     ("appendix-errata.ipynb", "Appendix: the article's numbers, traced",
      "Where the article's wrong printed matrices come from, route by route, in one place."),
 ]

@@ -40,6 +40,7 @@ MAIN_CONTROLS = {
     "model_explorer": ("layer", "head"),
     "training_explorer": ("scaled", "d_k", "step"),
     "gpt_explorer": ("layer", "head"),
+    "induction_explorer": ("ablation", "step"),
 }
 WHEN = {("mask_explorer", "window"): lambda now: now.get("kind") == "sliding window"}
 MAX_POSITIONS = 25  # per control: a longer range is sampled evenly (ends kept)

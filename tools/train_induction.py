@@ -10,7 +10,7 @@ every head's previous-token and induction score. The parameters are stored at
 run; ``tests/test_induction_trace.py`` re-evaluates them against the trace.
 
 Run from the repository root: ``OPENBLAS_NUM_THREADS=1 nice -n 10 python
-tools/train_induction.py`` (about 5 minutes of one core).
+tools/train_induction.py`` (about 10 minutes of one core).
 """
 
 from __future__ import annotations
@@ -34,34 +34,30 @@ from attn_core.nn.induction_run import (  # noqa: E402
     RUNS_PATH,
     TASK,
     TRACE_PATH,
-    copy_losses,
     eval_batches,
-    head_scores,
-    icl,
+    measures,
     sampler,
 )
 from attn_core.nn.train import train_gpt  # noqa: E402
 
 SEEDS = (0, 1, 2)
 DEPTHS = (1, 2)
-#: Small enough for a minute a run; 2 heads a layer, so layer 1 has a control head.
+#: Small enough for two minutes a run; 2 heads a layer, so layer 1 has a control head.
 MODEL = dict(d_model=32, n_heads=2, mlp=False)
 #: Larger than GPT-2's 0.02: with 0.02 the product embed -> value -> output -> unembed is so
 #: small that 1500 steps did not leave the plateau (measured here).
 INIT_STD = 0.1
-TRAIN = dict(steps=1200, batch=32, lr=3e-3, warmup=50, eval_every=50, max_grad_norm=1.0,
+TRAIN = dict(steps=2500, batch=32, lr=3e-3, warmup=50, eval_every=50, max_grad_norm=1.0,
              weight_decay=0.0, betas=(0.9, 0.99), dtype="float32")
 EVAL_EVERY = 50
-STORED_STEPS = (0, 100, 200, 300, 400, 500, 600, 700, 800, 1000, 1200)
+STORED_STEPS = (0, 100, 200, 300, 400, 500, 600, 700, 800, 1000, 1500, 2000, 2500)
 
 
 def measure(params, config, batches):
-    """The trace's numbers for one snapshot."""
-    first, second = copy_losses(params, config, *batches["repeat"])
-    prev, ind = head_scores(params, config, batches["repeat"][0])
-    return dict(first=first, second=second,
-                icl=icl(params, config, batches["repeat"][0], TASK["eval_segment"]),
-                prev=prev.tolist(), induction=ind.tolist())
+    """The trace's numbers for one snapshot (one forward pass)."""
+    m = measures(params, config, *batches["repeat"])
+    return dict(first=m["first"], second=m["second"], icl=m["icl"], prev=m["prev"].tolist(),
+                induction=m["induction"].tolist())
 
 
 def one_run(seed, layers, steps, batches):
@@ -89,7 +85,12 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=TRAIN["steps"])
     ap.add_argument("--seeds", type=int, nargs="*", default=list(SEEDS))
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--merge", type=Path, nargs="*", default=None,
+                    help="merge the files of these folders (runs of other seeds, trained in "
+                         "parallel) into --out instead of training")
     args = ap.parse_args(argv)
+    if args.merge:
+        return merge(args.merge, args.out)
     batches = eval_batches()
     runs, arrays, start, cpu0 = [], {}, time.perf_counter(), time.process_time()
     with threadpool_limits(1):
@@ -118,6 +119,26 @@ def main(argv=None):
                  cpu=cpu_features())
     trace_path.write_text(json.dumps(trace, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {runs_path} and {trace_path} in {trace['seconds']} s")
+    return 0
+
+
+def merge(folders, out):
+    """One trace and one snapshot file from several folders written by this script."""
+    traces = [json.loads((f / TRACE_PATH.name).read_text()) for f in folders]
+    arrays = {}
+    for f in folders:
+        with np.load(f / RUNS_PATH.name) as z:
+            arrays.update({k: z[k] for k in z.files})
+    trace = dict(traces[0], runs=sorted((r for t in traces for r in t["runs"]),
+                                        key=lambda r: (r["seed"], r["n_layers"])),
+                 seconds=round(sum(t["seconds"] for t in traces), 1),
+                 cpu_seconds=round(sum(t["cpu_seconds"] for t in traces), 1),
+                 note=f"{len(folders)} processes in parallel, merged")
+    runs_path = RUNS_PATH if out is None else out / RUNS_PATH.name
+    trace_path = TRACE_PATH if out is None else out / TRACE_PATH.name
+    np.savez_compressed(runs_path, **arrays)
+    trace_path.write_text(json.dumps(trace, indent=1) + "\n", encoding="utf-8")
+    print(f"merged {len(folders)} folders into {runs_path} and {trace_path}")
     return 0
 
 

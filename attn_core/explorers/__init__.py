@@ -15,6 +15,7 @@ module                 explorer
 ``training``           ``training_explorer``: a training run's loss and attention map, step by step
 ``model``              ``model_explorer``: a real pretrained encoder, head by head
 ``gpt``                ``gpt_explorer``: the tiny GPT writing: prompt, temperature, top-k, a head
+``induction``          ``induction_explorer``: induction heads through training, ablation switch
 =====================  ==============================================================
 
 Each explorer's factory and class are re-exported here, so a notebook's Try-it cell is
@@ -30,6 +31,7 @@ from .base import Explorer, read_tables
 from .cost import CostExplorer, cost_explorer
 from .gpt import GPTExplorer, gpt_explorer
 from .heads import HeadsExplorer, heads_explorer
+from .induction import InductionExplorer, induction_explorer
 from .masks import MaskExplorer, mask_explorer
 from .scaling import ScalingExplorer, scaling_explorer
 from .softmax import SoftmaxExplorer, softmax_explorer
@@ -42,6 +44,7 @@ __all__ = [
     "Explorer",
     "GPTExplorer",
     "HeadsExplorer",
+    "InductionExplorer",
     "MaskExplorer",
     "ModelExplorer",
     "ScalingExplorer",
@@ -52,6 +55,7 @@ __all__ = [
     "cost_explorer",
     "gpt_explorer",
     "heads_explorer",
+    "induction_explorer",
     "mask_explorer",
     "model_explorer",
     "read_tables",

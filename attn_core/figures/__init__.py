@@ -30,6 +30,7 @@ module                 figures
 ``positions``          ``position_similarity``: the position embeddings' similarity
 ``training``           ``loss_curves``, ``attention_through_training``, ``training_figure``
 ``gpt``                the tiny GPT: next-character bars above one head's map
+``induction``          induction heads: both copies' losses, two heads' maps (notebook 15)
 ``alt``                a sentence saying what a figure shows, in the output's metadata
 =====================  ==============================================================
 
@@ -48,6 +49,7 @@ from . import (
     head_grids,
     head_mosaics,
     heatmaps,
+    induction,
     lines,
     mask_grids,
     model_axes,
@@ -69,6 +71,7 @@ from .gpt import *  # noqa: F403
 from .head_grids import *  # noqa: F403
 from .head_mosaics import *  # noqa: F403
 from .heatmaps import *  # noqa: F403
+from .induction import *  # noqa: F403
 from .lines import *  # noqa: F403
 from .mask_grids import *  # noqa: F403
 from .model_base import *  # noqa: F403
@@ -80,7 +83,8 @@ from .positions import *  # noqa: F403
 from .products import *  # noqa: F403
 from .training import *  # noqa: F403
 
-_MODULES = (alt, bars, base, beyond_length, cells, gpt, head_grids, head_mosaics, heatmaps, lines,
+_MODULES = (alt, bars, base, beyond_length, cells, gpt, head_grids, head_mosaics, heatmaps,
+            induction, lines,
             mask_grids, model_axes, model_base, model_every_head, model_head_maps, model_panels,
             model_roles, positions, products, training)
 __all__ = sorted({name for module in _MODULES for name in module.__all__})

@@ -145,7 +145,8 @@ def init_gpt(config, rng, dtype="float32", std=INIT_STD):
     params : dict of ndarray
         Every parameter of :func:`param_shapes`: weights and tables normal(0, std), the
         two residual output projections of each block (``attn.w_o``, ``mlp.w_out``) scaled
-        by ``1/sqrt(2 n_layers)`` (``1/sqrt(n_layers)`` without the MLP), biases and shifts 0, gains 1. Each array goes through
+        by ``1/sqrt(2 n_layers)`` (``1/sqrt(n_layers)`` without the MLP), biases and
+        shifts 0, gains 1. Each array goes through
         :func:`attn_core._validate.perturb_init` (one ulp up when
         ``ATTN_CORE_PERTURB_INIT=1``, for CI's portability check).
 

@@ -17,7 +17,6 @@ import numpy as np
 from ..induction import (
     FIRST,
     SECOND,
-    diagonal_score,
     icl_score,
     induction_score,
     previous_token_score,
@@ -26,9 +25,10 @@ from ..induction import (
 from .gpt import GPTConfig, gpt_forward, mean_ablation
 from .loss import log_softmax
 
-__all__ = ["RUNS_PATH", "TASK", "TRACE_PATH", "InductionRuns", "ablation_losses",
-           "copy_losses", "eval_batches", "fall_step", "find_heads", "head_scores", "icl",
-           "load_runs", "offset_score", "sampler", "token_losses"]
+__all__ = ["ABLATIONS", "RUNS_PATH", "TASK", "TRACE_PATH", "InductionRuns", "ablation_losses",
+           "ablation_measures", "copy_losses", "eval_batches", "fall_step", "find_heads",
+           "head_scores", "icl", "measures",
+           "load_runs", "sampler", "snapshot_states", "token_losses"]
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 #: The stored snapshots (``.npz``) and trace (``.json``) of ``tools/train_induction.py``.
@@ -40,6 +40,10 @@ TRACE_PATH = DATA / "induction-trace.json"
 #: evaluation on the classic layout, ``eval_segment`` random tokens then the same again.
 TASK = dict(vocab_size=30, n_ctx=32, segment=(6, 14), gap=(0, 4), eval_segment=14,
             eval_batch=64, eval_seed=1000)
+
+
+#: The ablations compared: none, the previous-token head, the control head.
+ABLATIONS = ("none", "prev", "control")
 
 
 def sampler(task=TASK):
@@ -64,28 +68,50 @@ def eval_batches(task=TASK):
             "no_repeat": repeated_tokens(rng, b, v, 2 * L, L, distinct=True)}
 
 
+def _losses(logits, ids):
+    """Cross-entropy of each prediction, ``(..., n - 1, vocab), (..., n) -> (..., n - 1)``."""
+    logp = log_softmax(logits)  # (..., n - 1, vocab)
+    return -np.take_along_axis(logp, np.asarray(ids)[..., 1:, None], axis=-1)[..., 0]
+
+
 def token_losses(params, config, ids, ablate=None):
     """Cross-entropy of each next-token prediction, ``(..., n) ids -> (..., n - 1)``: entry
     ``t - 1`` is the loss of predicting ``ids[..., t]`` from ``ids[..., :t]``."""
     logits, _ = gpt_forward(params, config, np.asarray(ids)[..., :-1], ablate)
-    logp = log_softmax(logits)  # (..., n - 1, vocab)
-    return -np.take_along_axis(logp, np.asarray(ids)[..., 1:, None], axis=-1)[..., 0]
+    return _losses(logits, ids)
+
+
+def measures(params, config, ids, labels, ablate=None, induction=True):
+    """One forward pass over ``ids[:, :-1]`` (batch, n - 1) and all it tells: ``first``,
+    ``second`` (:func:`copy_losses`), ``icl`` (:func:`icl`), ``prev`` and ``induction``
+    (:func:`head_scores`, ``(n_layers, n_heads)``; left out with ``induction=False``, for
+    sequences in which nothing repeats) and the ``weights`` themselves."""
+    ids = np.asarray(ids)
+    logits, weights = gpt_forward(params, config, ids[:, :-1], ablate)
+    losses = _losses(logits, ids)  # (batch, n - 1)
+    lab = np.asarray(labels)[:, 1:]
+    m = losses.shape[-1]
+    prev = np.array([previous_token_score(w).mean(axis=0) for w in weights])
+    ind = (np.array([induction_score(w, ids[:, None, :-1]).mean(axis=0) for w in weights])
+           if induction else None)
+    return dict(first=float(losses[lab == FIRST].mean()),
+                second=float(losses[lab == SECOND].mean()),
+                icl=float(icl_score(losses, early=slice(1, 5), late=slice(m - 4, m)).mean()),
+                prev=prev, induction=ind, weights=weights)
 
 
 def copy_losses(params, config, ids, labels, ablate=None):
     """``(first, second)``: mean loss on the tokens of the first and of the second copy (the
     labels of :func:`~attn_core.induction.repeated_tokens`)."""
-    losses = token_losses(params, config, ids, ablate)  # (..., n - 1)
-    lab = np.asarray(labels)[..., 1:]
-    return float(losses[lab == FIRST].mean()), float(losses[lab == SECOND].mean())
+    m = measures(params, config, ids, labels, ablate)
+    return m["first"], m["second"]
 
 
-def icl(params, config, ids, segment):
-    """The in-context learning score on the classic layout: mean loss over the last 4
-    predictions of the second copy minus over 4 early ones of the first (positions 1..4)."""
-    losses = token_losses(params, config, ids)  # (batch, 2L - 1)
-    n = losses.shape[-1]
-    return float(icl_score(losses, early=slice(1, 5), late=slice(n - 4, n)).mean())
+def icl(params, config, ids, labels):
+    """The in-context learning score on the classic layout (Olsson et al. 2022: loss late in
+    the context minus loss early): mean loss over the last 4 predictions (second copy) minus
+    over predictions 2..5 (first copy)."""
+    return measures(params, config, ids, labels)["icl"]
 
 
 def head_scores(params, config, ids, ablate=None):
@@ -108,42 +134,35 @@ def find_heads(prev, ind):
             "control": (0, int(np.argmin(prev[0])))}
 
 
-def ablation_losses(params, config, batches, heads, kind="mean"):
-    """Second-copy loss and the induction head's score with no ablation, the previous-token
-    head ablated, the control head ablated: ``{name: (second_loss, induction_score)}``.
+def ablation_measures(params, config, batches, heads, kind="mean"):
+    """:func:`measures` on ``batches["repeat"]`` with no ablation, the previous-token head
+    ablated and the control head ablated: ``{"none": ..., "prev": ..., "control": ...}``.
 
-    ``kind="mean"`` replaces a head's output by its mean over ``batches["reference"]``,
-    ``"zero"`` by zeros."""
+    ``kind="mean"`` replaces a head's output by its mean over ``batches["reference"]`` (at
+    each position), ``"zero"`` by zeros."""
     ids, labels = batches["repeat"]
-    reference = batches["reference"][0][:, :-1]  # the inputs the losses' forward sees
-    out = {}
-    for name in ("none", "prev", "control"):
-        ablate = None
-        if name != "none":
-            key = heads[name]
-            ablate = (mean_ablation(params, config, reference, [key])
-                      if kind == "mean" else {key: None})
-        second = copy_losses(params, config, ids, labels, ablate)[1]
-        _, ind = head_scores(params, config, ids[:, :-1], ablate)
-        layer, h = heads["induction"]
-        out[name] = (second, float(ind[layer, h]))
-    return out
+    keys = [heads["prev"], heads["control"]]
+    means = (mean_ablation(params, config, batches["reference"][0][:, :-1], keys)
+             if kind == "mean" else {k: None for k in keys})
+    return {name: measures(params, config, ids, labels,
+                           None if name == "none" else {heads[name]: means[heads[name]]})
+            for name in ABLATIONS}
 
 
-def fall_step(steps, first, second):
-    """The first step at which the second-copy loss is below the midpoint between the
-    first-copy loss (chance, nothing to copy) and the final second-copy loss at that step;
-    None if it never is."""
-    steps, first, second = map(np.asarray, (steps, first, second))
-    mid = (first + second[-1]) / 2
-    below = np.flatnonzero(second < mid)
+def ablation_losses(params, config, batches, heads, kind="mean"):
+    """``{ablation: (second-copy loss, the induction head's score)}`` of
+    :func:`ablation_measures`."""
+    layer, h = heads["induction"]
+    return {name: (m["second"], float(m["induction"][layer, h]))
+            for name, m in ablation_measures(params, config, batches, heads, kind).items()}
+
+
+def fall_step(steps, losses, threshold):
+    """The first of ``steps`` at which ``losses`` is below ``threshold`` (notebook 15: the
+    second-copy loss below half of chance, ``ln(vocab) / 2``); None if it never is."""
+    steps, losses = np.asarray(steps), np.asarray(losses)
+    below = np.flatnonzero(losses < threshold)
     return int(steps[below[0]]) if below.size else None
-
-
-def offset_score(weights, segment):
-    """Weight on the position ``segment - 1`` back (where the classic layout's copy would
-    point): :func:`~attn_core.induction.diagonal_score`, averaged over the batch."""
-    return diagonal_score(weights, segment - 1).mean(axis=0)
 
 
 class InductionRuns:
@@ -180,3 +199,35 @@ def load_runs(runs_path=None, trace_path=None):
         arrays = {k: f[k] for k in f.files}
     trace = json.loads(Path(TRACE_PATH if trace_path is None else trace_path).read_text())
     return InductionRuns(trace, arrays)
+
+
+
+def snapshot_states(runs, seed=0, layers=2, sequence=0, batches=None):
+    """Everything the explorer shows, computed once: for each stored step of one run and
+    each ablation of :data:`ABLATIONS` (the heads found at the last step, mean-ablated),
+    the two found heads' maps on sequence ``sequence`` of the evaluation batch and the
+    second-copy loss and induction score over the whole batch.
+
+    Returns
+    -------
+    dict
+        ``heads`` (:func:`find_heads` at the last step), ``steps``, ``ids`` (n,),
+        ``maps[(step, ablation)] = (prev_map, induction_map)`` each (n - 1, n - 1),
+        ``numbers[(step, ablation)] = (second_loss, induction_score)``.
+    """
+    batches = eval_batches() if batches is None else batches
+    config = runs.config(layers)
+    steps = runs.snapshot_steps(seed, layers)
+    ids = batches["repeat"][0]
+    last = measures(runs.params(seed, layers, steps[-1]), config, *batches["repeat"])
+    heads = find_heads(last["prev"], last["induction"])
+    (l1, h1), (l2, h2) = heads["prev"], heads["induction"]
+    maps, numbers = {}, {}
+    for step in steps:
+        params = runs.params(seed, layers, step)
+        for kind, m in ablation_measures(params, config, batches, heads).items():
+            w = m["weights"]
+            maps[(step, kind)] = (w[l1][sequence, h1], w[l2][sequence, h2])
+            numbers[(step, kind)] = (m["second"], float(m["induction"][l2, h2]))
+    return {"heads": heads, "steps": steps, "ids": ids[sequence], "maps": maps,
+            "numbers": numbers}
