@@ -47,7 +47,7 @@ LN_EPS = 1e-5
 INIT_STD = 0.02
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class GPTConfig:
     """The tiny GPT's sizes. ``d_ff`` defaults to ``4 * d_model``; ``n_heads`` divides
     ``d_model``; ``mlp=False`` drops every block's MLP sub-layer (and its layer norm), and
@@ -86,6 +86,13 @@ class GPTConfig:
             object.__setattr__(self, "d_ff", check_positive_int(self.d_ff, "d_ff"))
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads = {self.n_heads} must divide d_model = {self.d_model}")
+
+    def __repr__(self):
+        """The fields, ``mlp`` only when False (the tiny GPT's repr is as it always was)."""
+        fields = ("vocab_size", "n_ctx", "d_model", "n_heads", "n_layers", "d_ff")
+        extra = "" if self.mlp else ", mlp=False"
+        return (f"GPTConfig({', '.join(f'{k}={getattr(self, k)!r}' for k in fields)}"
+                f"{extra})")
 
     @property
     def d_head(self):
