@@ -76,7 +76,12 @@ def test_every_gradient_is_the_directional_finite_difference(batch, n, heads_dk,
 
 def test_every_entry_of_every_gradient_is_the_finite_difference():
     config = GPTConfig(vocab_size=6, n_ctx=4, d_model=4, n_heads=2, n_layers=2, d_ff=5)
-    params, ids, targets = problem(config, 7, batch=(2,), n=4)
+    assert_every_entry_is_the_finite_difference(config, *problem(config, 7, batch=(2,), n=4))
+
+
+def assert_every_entry_is_the_finite_difference(config, params, ids, targets):
+    """Every entry of every gradient against a central difference of the loss (float64);
+    also used for the attention-only model (tests/test_gpt_attention_only.py)."""
     loss, grads = gpt_loss_and_grads(params, config, ids, targets)
     assert set(grads) == set(params)
     for name, p in params.items():

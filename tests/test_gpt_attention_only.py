@@ -12,7 +12,7 @@
 
 import numpy as np
 import pytest
-from test_gpt import FD_TOL, H, loss_of, problem, ref_gpt_logits
+from test_gpt import assert_every_entry_is_the_finite_difference, problem, ref_gpt_logits
 
 from attn_core.nn import (
     GPTConfig,
@@ -20,7 +20,6 @@ from attn_core.nn import (
     block_forward,
     block_shapes,
     gpt_forward,
-    gpt_loss_and_grads,
     init_gpt,
     param_shapes,
 )
@@ -70,17 +69,7 @@ def test_attention_only_block_is_x_plus_attention():
 
 
 def test_every_entry_of_every_attention_only_gradient_is_the_finite_difference():
-    params, ids, targets = problem(CONFIG, 11, batch=(2,), n=4)
-    _, grads = gpt_loss_and_grads(params, CONFIG, ids, targets)
-    assert set(grads) == set(params)
-    for name, p in params.items():
-        numeric = np.zeros_like(p)
-        for idx in np.ndindex(p.shape):
-            for sign in (1, -1):
-                q = p.copy()
-                q[idx] += sign * H
-                numeric[idx] += sign * loss_of({**params, name: q}, CONFIG, ids, targets)
-        np.testing.assert_allclose(grads[name], numeric / (2 * H), **FD_TOL, err_msg=name)
+    assert_every_entry_is_the_finite_difference(CONFIG, *problem(CONFIG, 11, batch=(2,), n=4))
 
 
 # --- ablation ---------------------------------------------------------------------------------
