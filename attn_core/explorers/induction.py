@@ -56,7 +56,7 @@ class InductionExplorer(Explorer):
         c["step"] = _slider(W.SelectionSlider, "training step", options=steps, value=step)
         c["ablation"] = W.ToggleButtons(
             options=[(ABLATION_LABELS[k], k) for k in ABLATIONS], value=ablation,
-            style={"button_width": "190px"})
+            style={"button_width": "230px"})
         self._watch("step", "ablation")
         self.readout = W.HTML()
         self.canvas = _Canvas(figures.induction.FIGSIZE)
@@ -84,11 +84,13 @@ class InductionExplorer(Explorer):
             f'<div data-name="readout" style="font-family:monospace;font-size:13px">'
             f"step {step}, {ABLATION_LABELS[ablation]} (control: layer {c[0] + 1} head "
             f"{c[1] + 1}; ablated = replaced by its mean over other sequences)</div>"
-            + _table("numbers", np.array([[first, second, ind]]), row_labels=[ablation],
+            + _table("numbers", np.array([[first, second, ind]]),
+                     row_labels=[ABLATION_LABELS[ablation]],
                      col_labels=["first-copy loss", "second-copy loss", "induction score"],
                      title="over the 64 evaluation sequences"))
         dynamic = [*self.art.markers.values(), self.art.guide,
-                   *(a for m in self.art.maps for a in _heatmap_dynamic(m))]
+                   *(a for m in self.art.maps for a in _heatmap_dynamic(m)),
+                   *self.art.copy_lines]  # drawn over the maps again
         self._show(self.canvas, dynamic)
         self._last_key = (step, ablation)
 

@@ -29,7 +29,8 @@ TICK_EVERY = 5
 @dataclass
 class InductionFigureArtists:
     """``lines`` and ``markers`` (dict by copy), ``guide`` (the step's vertical line),
-    ``maps`` (two HeatmapArtists: previous-token head, induction head)."""
+    ``maps`` (two HeatmapArtists: previous-token head, induction head), ``copy_lines`` (the
+    thin lines on the maps where the second copy starts, drawn over the images)."""
 
     figure: object
     ax_loss: object
@@ -37,6 +38,7 @@ class InductionFigureArtists:
     markers: dict
     guide: object
     maps: tuple
+    copy_lines: tuple = ()
 
 
 def _value_at(steps, values, step):
@@ -44,14 +46,16 @@ def _value_at(steps, values, step):
 
 
 def _position_ticks(art, n, segment):
+    """Ticks every TICK_EVERY positions; lines where the second copy starts (returned)."""
     ticks = np.arange(0, n, TICK_EVERY)
     for set_ticks, set_labels in ((art.ax.set_xticks, art.ax.set_xticklabels),
                                   (art.ax.set_yticks, art.ax.set_yticklabels)):
         set_ticks(ticks)
         set_labels([str(t) for t in ticks], fontsize=TICK_FONTSIZE, rotation=0)
-    if segment:
-        for line in (art.ax.axvline, art.ax.axhline):
-            line(segment - 0.5, color="white", linewidth=0.8, alpha=0.7)
+    if not segment:
+        return []
+    return [line(segment - 0.5, color="white", linewidth=0.8, alpha=0.7)
+            for line in (art.ax.axvline, art.ax.axhline)]
 
 
 def induction_figure(steps, losses, step, prev_map, induction_map, *, titles=None,
@@ -99,14 +103,15 @@ def induction_figure(steps, losses, step, prev_map, induction_map, *, titles=Non
     ax_loss.legend(loc="lower left", frameon=False, fontsize=LABEL_FONTSIZE)
     ax_loss.set_title("loss on each copy", fontsize=TITLE_FONTSIZE)
     titles = titles or ("previous-token head", "induction head")
-    maps = []
+    maps, copy_lines = [], []
     for ax, w, title, last in ((ax1, prev_map, titles[0], False),
                                (ax2, induction_map, titles[1], True)):
         art = heatmap(w, ax=ax, vmin=0.0, vmax=1.0, annotate=False, colorbar=last, title=title,
                       xlabel="key position", ylabel="query position" if not last else None)
-        _position_ticks(art, np.shape(w)[-1], segment)
+        copy_lines += _position_ticks(art, np.shape(w)[-1], segment)
         maps.append(art)
-    return InductionFigureArtists(fig, ax_loss, lines, markers, guide, tuple(maps))
+    return InductionFigureArtists(fig, ax_loss, lines, markers, guide, tuple(maps),
+                                  tuple(copy_lines))
 
 
 def update_induction_figure(artists, step, prev_map, induction_map):
