@@ -124,6 +124,9 @@ def setups():
     c = ex.controls
     yield "kv_cache_explorer", ex, {name: c[name] for name in
                                     ("n_heads", "n_kv_heads", "window", "n_sink", "n_ctx")}
+    ex = explorers.induction_explorer()
+    yield "induction_explorer", ex, {"step": ex.controls["step"],
+                                     "ablation": ex.controls["ablation"]}
 
 
 def time_control(explorer, widget):

@@ -86,6 +86,7 @@ EXPLORERS = {
     "12-learning-attention.ipynb": [Explorer("training_explorer(", ("training step",))],
     "14-a-tiny-gpt.ipynb": [Explorer("gpt_explorer(", ("layer", "head", "temperature"),
                                      sentence="The function ")],
+    "15-induction-heads.ipynb": [Explorer("induction_explorer(", ("training step",))],
     "16-todays-attention.ipynb": [Explorer("kv_cache_explorer()", ("window", "key/value heads"))],
 }
 #: Key presses per slider (alternating direction at the ends): enough for a median and p95.

@@ -31,18 +31,22 @@ def _window_logits(params, config, ids, length):
     return logits[-1]
 
 
+ATTENTION_ONLY = GPTConfig(vocab_size=13, n_ctx=8, d_model=16, n_heads=4, n_layers=2, mlp=False)
+
+
+@pytest.mark.parametrize("config", [CONFIG, ATTENTION_ONLY], ids=["with MLP", "attention-only"])
 @pytest.mark.parametrize("n_prompt, n_new", [(1, 7), (3, 20), (8, 5), (12, 10)])
-def test_every_step_equals_a_full_causal_recompute(n_prompt, n_new):
-    params = _params()
-    prompt = np.random.default_rng(n_prompt).integers(0, CONFIG.vocab_size, n_prompt)
-    g = generate(params, CONFIG, prompt, n_new, temperature=1.3, seed=2)
+def test_every_step_equals_a_full_causal_recompute(n_prompt, n_new, config):
+    params = _params(config)
+    prompt = np.random.default_rng(n_prompt).integers(0, config.vocab_size, n_prompt)
+    g = generate(params, config, prompt, n_new, temperature=1.3, seed=2)
     assert g.ids.shape == (n_prompt + n_new,) and np.array_equal(g.ids[:n_prompt], prompt)
     assert np.array_equal(g.ids[n_prompt:], g.new_ids)
-    assert g.probs.shape == g.logits.shape == (n_new, CONFIG.vocab_size)
-    assert g.cropped == (n_prompt + n_new - 1 > CONFIG.n_ctx)
-    assert np.array_equal(g.starts, np.maximum(0, n_prompt + np.arange(n_new) - CONFIG.n_ctx))
+    assert g.probs.shape == g.logits.shape == (n_new, config.vocab_size)
+    assert g.cropped == (n_prompt + n_new - 1 > config.n_ctx)
+    assert np.array_equal(g.starts, np.maximum(0, n_prompt + np.arange(n_new) - config.n_ctx))
     for j in range(n_new):
-        ref = _window_logits(params, CONFIG, g.ids, n_prompt + j)
+        ref = _window_logits(params, config, g.ids, n_prompt + j)
         np.testing.assert_allclose(g.logits[j], ref, rtol=0, atol=1e-12)
         np.testing.assert_allclose(g.probs[j], next_token_probs(ref, 1.3), rtol=0, atol=1e-12)
 

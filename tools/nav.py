@@ -67,6 +67,8 @@ COURSE = [
      "Causal attention one token at a time: the key/value cache, its cost and its memory."),
     ("14-a-tiny-gpt.ipynb", "A tiny GPT",
      "The whole transformer from the course's parts, trained in numpy, sampled, looked into."),
+    ("15-induction-heads.ipynb", "Induction heads",
+     "Two heads that divide a job, grown from scratch in a two-layer model, tested by ablation."),
     ("16-todays-attention.ipynb", "Attention in today's models",
      "Grouped-query heads, a rolling sliding-window cache, attention sinks, measured."),
     ("appendix-errata.ipynb", "Appendix: the article's numbers, traced",

@@ -17,6 +17,7 @@ module                 explorer
 ``gpt``                ``gpt_explorer``: the tiny GPT writing: prompt, temperature, top-k, a head
 ``positions``          ``positions_explorer``: the score against the query-key offset, four schemes
 ``kv_cache``           ``kv_cache_explorer``: grouped-query heads, a rolling window, sinks, memory
+``induction``          ``induction_explorer``: induction heads through training, ablation switch
 =====================  ==============================================================
 
 Each explorer's factory and class are re-exported here, so a notebook's Try-it cell is
@@ -32,6 +33,7 @@ from .base import Explorer, read_tables
 from .cost import CostExplorer, cost_explorer
 from .gpt import GPTExplorer, gpt_explorer
 from .heads import HeadsExplorer, heads_explorer
+from .induction import InductionExplorer, induction_explorer
 from .kv_cache import KVCacheExplorer, kv_cache_explorer
 from .masks import MaskExplorer, mask_explorer
 from .positions import PositionsExplorer, positions_explorer
@@ -47,6 +49,7 @@ __all__ = [
     "GPTExplorer",
     "KVCacheExplorer",
     "HeadsExplorer",
+    "InductionExplorer",
     "MaskExplorer",
     "ModelExplorer",
     "PositionsExplorer",
@@ -59,6 +62,7 @@ __all__ = [
     "gpt_explorer",
     "kv_cache_explorer",
     "heads_explorer",
+    "induction_explorer",
     "mask_explorer",
     "model_explorer",
     "positions_explorer",

@@ -32,6 +32,7 @@ module                 figures
 ``training``           ``loss_curves``, ``attention_through_training``, ``training_figure``
 ``gpt``                the tiny GPT: next-character bars above one head's map
 ``kv_cache``           today's KV cache: head sharing, window + sinks, bytes per token
+``induction``          induction heads: both copies' losses, two heads' maps (notebook 15)
 ``alt``                a sentence saying what a figure shows, in the output's metadata
 =====================  ==============================================================
 
@@ -50,6 +51,7 @@ from . import (
     head_grids,
     head_mosaics,
     heatmaps,
+    induction,
     kv_cache,
     lines,
     mask_grids,
@@ -72,6 +74,7 @@ from .gpt import *  # noqa: F403
 from .head_grids import *  # noqa: F403
 from .head_mosaics import *  # noqa: F403
 from .heatmaps import *  # noqa: F403
+from .induction import *  # noqa: F403
 from .kv_cache import *  # noqa: F403
 from .lines import *  # noqa: F403
 from .mask_grids import *  # noqa: F403
@@ -85,7 +88,7 @@ from .products import *  # noqa: F403
 from .training import *  # noqa: F403
 
 _MODULES = (alt, bars, base, beyond_length, cells, gpt, head_grids, head_mosaics, heatmaps,
-            kv_cache, lines,
+            induction, kv_cache, lines,
             mask_grids, model_axes, model_base, model_every_head, model_head_maps, model_panels,
             model_roles, positions, products, training)
 __all__ = sorted({name for module in _MODULES for name in module.__all__})

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validate import as_float_array
+from ..induction import diagonal_score
 
 __all__ = [
     "HeadScore",
@@ -90,7 +91,7 @@ def _neighbour_score(weights, offset, what):
     if w.shape[-1] < 2:
         raise ValueError(f"weights must cover at least 2 positions for {what}, "
                          f"got n = {w.shape[-1]}")
-    return np.diagonal(w, offset=offset, axis1=-2, axis2=-1).mean(axis=-1)
+    return diagonal_score(w, -offset)  # diagonal_score counts back: -1 is the next token
 
 
 def self_score(weights):

@@ -16,10 +16,19 @@ in numpy, the tiny GPT built from them, and its optimiser.
 * :mod:`attn_core.nn.streaming`  -- attention sinks: weight on the first tokens, windowed loss
 * :mod:`attn_core.nn.checkpoint` -- saving and loading a trained model
 * :mod:`attn_core.nn.train`      -- train_gpt: the training loop with validation
+* :mod:`attn_core.nn.induction_run` -- induction heads (notebook 15): the task, the measures,
+  the stored runs of tools/train_induction.py
 """
 
 from .baselines import ALPHA, bigram_loss, bigram_probs, unigram_loss, unigram_probs
-from .block import BLOCK_KEYS, block_backward, block_forward, block_params, block_shapes
+from .block import (
+    ATTN_KEYS,
+    BLOCK_KEYS,
+    block_backward,
+    block_forward,
+    block_params,
+    block_shapes,
+)
 from .checkpoint import (
     CHECKPOINT_PATH,
     FORMAT_VERSION,
@@ -42,21 +51,64 @@ from .generate import (
 from .gpt import (
     LN_EPS,
     GPTConfig,
+    check_ablate,
     check_params,
     gpt_forward,
     gpt_loss_and_grads,
+    head_outputs,
     init_gpt,
     is_decayed,
+    mean_ablation,
     param_shapes,
 )
+from .induction_run import (
+    ABLATIONS,
+    RUNS_PATH,
+    TASK,
+    TRACE_PATH,
+    InductionRuns,
+    ablation_losses,
+    ablation_measures,
+    copy_losses,
+    eval_batches,
+    fall_step,
+    find_heads,
+    head_scores,
+    icl,
+    load_runs,
+    measures,
+    sampler,
+    snapshot_states,
+)
 from .layer_norm import check_eps, layer_norm, layer_norm_backward
-from .loss import cross_entropy, log_softmax
+from .loss import cross_entropy, log_softmax, next_token_losses
 from .mlp import mlp, mlp_backward
 from .optim import SGD, AdamW, clip_grad_norm, global_norm
 from .streaming import first_token_weight, token_losses
 from .train import GPTRun, evaluate, lr_at, text_loss, train_gpt, validation_batches
 
 __all__ = [
+    "ABLATIONS",
+    "ATTN_KEYS",
+    "InductionRuns",
+    "RUNS_PATH",
+    "TASK",
+    "TRACE_PATH",
+    "ablation_losses",
+    "ablation_measures",
+    "check_ablate",
+    "copy_losses",
+    "eval_batches",
+    "fall_step",
+    "find_heads",
+    "head_outputs",
+    "head_scores",
+    "icl",
+    "load_runs",
+    "mean_ablation",
+    "measures",
+    "sampler",
+    "snapshot_states",
     "ALPHA",
     "AdamW",
     "BLOCK_KEYS",
@@ -103,6 +155,7 @@ __all__ = [
     "load_checkpoint",
     "load_corpus",
     "log_softmax",
+    "next_token_losses",
     "lr_at",
     "mlp",
     "mlp_backward",

@@ -6,6 +6,10 @@ taken off; :func:`block_params` does that)::
     a = x + MHA_causal(LN1(x))      attention sub-layer, residual
     y = a + MLP(LN2(a))             feed-forward sub-layer, residual
 
+An attention-only block (the toy models of Elhage et al. 2021, used for induction heads) has
+no ``ln2.*`` and ``mlp.*`` parameters and stops at ``y = a``: a block's dict says which it
+is (``block_shapes(d_model, None)`` gives the attention-only shapes).
+
 Attention is :func:`attn_core.multi_head_attention` with :func:`attn_core.causal_mask`,
 and its backward :func:`attn_core.multi_head_attention_backward`: no second copy of it. The
 block calls their two halves (``multihead._multi_head_parts``, which the public forward
@@ -23,28 +27,39 @@ from ..multihead import _check_inputs, _multi_head_parts
 from .layer_norm import _layer_norm_backward_parts, _layer_norm_parts, check_eps
 from .mlp import _mlp_backward_parts, _mlp_parts
 
-__all__ = ["BLOCK_KEYS", "block_backward", "block_forward", "block_params", "block_shapes"]
+__all__ = ["ATTN_KEYS", "BLOCK_KEYS", "block_backward", "block_forward", "block_params",
+           "block_shapes"]
 
 #: The names of one block's parameters (the GPT's are ``f"h{i}." + name``).
 BLOCK_KEYS = ("ln1.g", "ln1.b", "attn.w_q", "attn.w_k", "attn.w_v", "attn.w_o", "attn.b_q",
               "attn.b_k", "attn.b_v", "attn.b_o", "ln2.g", "ln2.b", "mlp.w_in", "mlp.b_in",
               "mlp.w_out", "mlp.b_out")
+#: The keys of an attention-only block (no ``ln2.*``, no ``mlp.*``).
+ATTN_KEYS = BLOCK_KEYS[:10]
+_MLP_KEYS = BLOCK_KEYS[10:]
 
 
 def block_shapes(d_model, d_ff):
-    """``{name: shape}`` of one block's parameters, in the order of :data:`BLOCK_KEYS`."""
+    """``{name: shape}`` of one block's parameters, in the order of :data:`BLOCK_KEYS`;
+    ``d_ff=None`` gives an attention-only block's (:data:`ATTN_KEYS`)."""
     d, f = d_model, d_ff
     shapes = {"ln1.g": (d,), "ln1.b": (d,)}
     shapes.update({f"attn.w_{c}": (d, d) for c in "qkvo"})
     shapes.update({f"attn.b_{c}": (d,) for c in "qkvo"})
-    shapes.update({"ln2.g": (d,), "ln2.b": (d,), "mlp.w_in": (d, f), "mlp.b_in": (f,),
-                   "mlp.w_out": (f, d), "mlp.b_out": (d,)})
+    if f is not None:
+        shapes.update({"ln2.g": (d,), "ln2.b": (d,), "mlp.w_in": (d, f), "mlp.b_in": (f,),
+                       "mlp.w_out": (f, d), "mlp.b_out": (d,)})
     return shapes
 
 
 def block_params(params, i):
-    """Block ``i``'s parameters out of the GPT's flat dict, under the short names."""
-    return {name: params[f"h{i}.{name}"] for name in BLOCK_KEYS}
+    """Block ``i``'s parameters out of the GPT's flat dict, under the short names (an
+    attention-only model's blocks have only :data:`ATTN_KEYS`)."""
+    return {name: params[f"h{i}.{name}"] for name in BLOCK_KEYS if f"h{i}.{name}" in params}
+
+
+def _has_mlp(p):
+    return "mlp.w_in" in p
 
 
 def _check_block(x, p, n_heads, eps):
@@ -53,10 +68,12 @@ def _check_block(x, p, n_heads, eps):
     eps = check_eps(eps)
     if not isinstance(p, dict):
         raise TypeError(f"p must be a dict of the block's parameters, got {type(p).__name__}")
-    missing = [k for k in BLOCK_KEYS if k not in p]
+    keys = BLOCK_KEYS if any(k in p for k in _MLP_KEYS) else ATTN_KEYS
+    missing = [k for k in keys if k not in p]
     if missing:
         raise ValueError(f"p is missing the block parameter(s) {missing}")
-    shapes = block_shapes(x.shape[-1], np.shape(p["mlp.w_in"])[-1])
+    d_ff = np.shape(p["mlp.w_in"])[-1] if keys is BLOCK_KEYS else None
+    shapes = block_shapes(x.shape[-1], d_ff)
     checked = check_shaped(p, shapes, "p", f"for d_model = {x.shape[-1]}")
     checked = {name: a.astype(np.result_type(x, a), copy=False) for name, a in checked.items()}
     return x.astype(np.result_type(x, *checked.values()), copy=False), checked, n_heads, eps
@@ -85,36 +102,60 @@ def _attn_args(p):
             (p["attn.b_q"], p["attn.b_k"], p["attn.b_v"], p["attn.b_o"]))
 
 
-def _block_parts(x, p, n_heads, eps):
-    """The forward without checks: ``(y, weights, cache)``, the cache for the backward."""
+def _ablated(attended, merged, w_o, n_heads, ablate):
+    """``attended`` with each head ``h`` of ``ablate`` replaced: its output
+    ``merged[..., h * d_head:(h + 1) * d_head]`` swapped for ``ablate[h]`` (``None``: zeros,
+    else an array broadcasting to ``(..., n, d_head)``, e.g. its mean over a reference
+    batch) before the output projection, whose other rows are unchanged."""
+    d_head = merged.shape[-1] // n_heads
+    out = attended.copy()
+    for h, replacement in ablate.items():
+        cols = slice(h * d_head, (h + 1) * d_head)
+        own = merged[..., cols]  # (..., n, d_head): what head h wrote
+        new = np.zeros_like(own) if replacement is None else replacement
+        out += (new - own) @ w_o[cols]  # (..., n, d_head) @ (d_head, d) -> (..., n, d)
+    return out
+
+
+def _block_parts(x, p, n_heads, eps, ablate=None):
+    """The forward without checks: ``(y, weights, cache)``, the cache for the backward (not
+    valid when ``ablate``, a checked ``{head: replacement}`` of :func:`_ablated`, is given:
+    ablation is for forward passes only)."""
     mask = causal_mask(x.shape[-2])  # (n, n), the same for every head
     ln1, z1, d1 = _layer_norm_parts(x, p["ln1.g"], p["ln1.b"], eps)  # (..., n, d)
     ws, bs = _attn_args(p)
     _, ws, _, bs = _check_inputs(ln1, *ws, n_heads, bs)  # multi_head_attention's checks
     attended, weights, attn = _multi_head_parts(ln1, ws, n_heads, mask, bs)  # (..., n, d)
+    if ablate:
+        attended = _ablated(attended, attn[3], ws[3], n_heads, ablate)
     a = x + attended  # (..., n, d)
+    cache = {"ln1": ln1, "z1": z1, "d1": d1, "attn_w": ws, "attn": attn, "weights": weights}
+    if not _has_mlp(p):  # attention-only: the block ends here
+        return a, weights, cache
     ln2, z2, d2 = _layer_norm_parts(a, p["ln2.g"], p["ln2.b"], eps)  # (..., n, d)
     mlp_out, mlp_cache = _mlp_parts(ln2, p["mlp.w_in"], p["mlp.b_in"], p["mlp.w_out"],
                                     p["mlp.b_out"])
-    cache = {"ln1": ln1, "z1": z1, "d1": d1, "attn_w": ws, "attn": attn, "weights": weights,
-             "ln2": ln2, "z2": z2, "d2": d2, "mlp": mlp_cache}
+    cache.update({"ln2": ln2, "z2": z2, "d2": d2, "mlp": mlp_cache})
     return a + mlp_out, weights, cache
 
 
 def _block_backward_parts(p, n_heads, cache, grad_y):
     """The backward without checks: ``(grad_x, grads)`` from the forward's cache."""
-    grad_ln2, g = _mlp_backward_parts(cache["ln2"], p["mlp.w_in"], p["mlp.w_out"],
-                                      cache["mlp"], grad_y)
-    grads = {f"mlp.{k}": v for k, v in g.items()}
-    grad_a2, grads["ln2.g"], grads["ln2.b"] = _layer_norm_backward_parts(
-        cache["z2"], cache["d2"], p["ln2.g"], grad_ln2)
-    grad_a = grad_y + grad_a2  # (..., n, d): the residual passes grad_y through
+    grads = {}
+    grad_a = grad_y  # attention-only: the stream leaving the block is a
+    if _has_mlp(p):
+        grad_ln2, g = _mlp_backward_parts(cache["ln2"], p["mlp.w_in"], p["mlp.w_out"],
+                                          cache["mlp"], grad_y)
+        grads = {f"mlp.{k}": v for k, v in g.items()}
+        grad_a2, grads["ln2.g"], grads["ln2.b"] = _layer_norm_backward_parts(
+            cache["z2"], cache["d2"], p["ln2.g"], grad_ln2)
+        grad_a = grad_y + grad_a2  # (..., n, d): the residual passes grad_y through
     g = _multi_head_backward_parts(cache["ln1"], cache["attn_w"], n_heads, cache["attn"],
                                    cache["weights"], grad_a)
     grads.update({f"attn.{k}": v for k, v in g.items() if k != "x"})
     grad_x1, grads["ln1.g"], grads["ln1.b"] = _layer_norm_backward_parts(
         cache["z1"], cache["d1"], p["ln1.g"], g["x"])
-    return grad_a + grad_x1, {k: grads[k] for k in BLOCK_KEYS}
+    return grad_a + grad_x1, {k: grads[k] for k in BLOCK_KEYS if k in grads}
 
 
 def block_forward(x, p, n_heads, eps=1e-5):
@@ -129,7 +170,8 @@ def block_forward(x, p, n_heads, eps=1e-5):
         ``"ln1.b"`` (d_model,), ``"attn.w_q"`` .. ``"attn.w_o"`` (d_model, d_model),
         ``"attn.b_q"`` .. ``"attn.b_o"`` (d_model,), ``"ln2.g"``, ``"ln2.b"``,
         ``"mlp.w_in"`` (d_model, d_ff), ``"mlp.b_in"`` (d_ff,), ``"mlp.w_out"``
-        (d_ff, d_model), ``"mlp.b_out"`` (d_model,).
+        (d_ff, d_model), ``"mlp.b_out"`` (d_model,). Without any ``ln2.*``/``mlp.*`` the
+        block is attention-only (:data:`ATTN_KEYS`): ``Y = A``.
     n_heads : int
         Number of heads; divides ``d_model``.
     eps : float

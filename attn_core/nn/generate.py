@@ -181,8 +181,9 @@ def forward_cached(params, config, new_ids, caches):
         cache = append_kv(cache, k, v)  # (..., h, t + m, d_head)
         heads, _ = decode_step(q, cache)  # (..., h, m, d_head)
         x = x + _affine(_merge(heads), p["attn.w_o"], p["attn.b_o"], "the output projection")
-        x = x + _mlp_parts(_layer_norm(x, p["ln2.g"], p["ln2.b"]), p["mlp.w_in"],
-                           p["mlp.b_in"], p["mlp.w_out"], p["mlp.b_out"])[0]  # (..., m, d_model)
+        if config.mlp:  # an attention-only model (notebook 15) has no MLP sublayer
+            x = x + _mlp_parts(_layer_norm(x, p["ln2.g"], p["ln2.b"]), p["mlp.w_in"],
+                               p["mlp.b_in"], p["mlp.w_out"], p["mlp.b_out"])[0]  # (..., m, d)
         out_caches.append(cache)
     x = _layer_norm(x, params["ln_f.g"], params["ln_f.b"])
     return x @ params["w_unembed"], tuple(out_caches)  # (..., m, d) @ (d, V) -> (..., m, V)

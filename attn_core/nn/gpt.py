@@ -6,6 +6,10 @@ The parameters are one flat dict of arrays (names in :func:`param_shapes`)::
     x = wte[ids] + wpe[:n]                       (..., n, d_model)
     x = block_i(x)  for i in 0 .. n_layers - 1   (pre-norm, causal; attn_core.nn.block)
     logits = LN_f(x) @ w_unembed                 (..., n, vocab_size)
+
+``GPTConfig(..., mlp=False)`` is the attention-only model (each block ``x + MHA(LN1(x))``,
+Elhage et al. 2021's toy transformers); ``gpt_forward(..., ablate=...)`` runs the forward
+with chosen heads' outputs replaced (zero or a mean: :func:`mean_ablation`).
 """
 
 from dataclasses import dataclass
@@ -13,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import (
+    as_float_array,
     check_float_dtype,
     check_positive_int,
     check_result,
@@ -32,8 +37,9 @@ from .embeddings import _embed, _embed_backward, check_ids
 from .layer_norm import _layer_norm_backward_parts, _layer_norm_parts
 from .loss import _cross_entropy
 
-__all__ = ["LN_EPS", "GPTConfig", "check_params", "gpt_forward", "gpt_loss_and_grads",
-           "init_gpt", "is_decayed", "param_shapes"]
+__all__ = ["LN_EPS", "GPTConfig", "check_ablate", "check_params", "gpt_forward",
+           "gpt_loss_and_grads", "head_outputs", "init_gpt", "is_decayed", "mean_ablation",
+           "param_shapes"]
 
 #: The layer norms' eps (GPT-2's).
 LN_EPS = 1e-5
@@ -41,15 +47,18 @@ LN_EPS = 1e-5
 INIT_STD = 0.02
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class GPTConfig:
     """The tiny GPT's sizes. ``d_ff`` defaults to ``4 * d_model``; ``n_heads`` divides
-    ``d_model``. Every field is checked when the config is made (the error names it).
+    ``d_model``; ``mlp=False`` drops every block's MLP sub-layer (and its layer norm), and
+    then ``d_ff`` is None. Every field is checked when the config is made (the error names
+    it).
 
     Examples
     --------
     >>> GPTConfig(vocab_size=30, n_ctx=16, d_model=32, n_heads=4, n_layers=2).d_ff
     128
+    >>> GPTConfig(vocab_size=30, n_ctx=16, d_model=32, n_heads=4, n_layers=2, mlp=False).d_ff
     """
 
     vocab_size: int
@@ -58,16 +67,32 @@ class GPTConfig:
     n_heads: int
     n_layers: int
     d_ff: int | None = None
+    mlp: bool = True
 
     def __post_init__(self):
         for name in ("vocab_size", "n_ctx", "d_model", "n_heads", "n_layers"):
             # stored as plain ints (a numpy integer would not go into a JSON checkpoint)
             object.__setattr__(self, name, check_positive_int(getattr(self, name), name))
-        if self.d_ff is None:
-            object.__setattr__(self, "d_ff", 4 * self.d_model)
-        object.__setattr__(self, "d_ff", check_positive_int(self.d_ff, "d_ff"))
+        if not isinstance(self.mlp, (bool, np.bool_)):
+            raise TypeError(f"mlp must be True or False, got {self.mlp!r}")
+        object.__setattr__(self, "mlp", bool(self.mlp))
+        if not self.mlp:
+            if self.d_ff is not None:
+                raise ValueError(f"d_ff = {self.d_ff} was given but mlp=False has no MLP: "
+                                 "leave d_ff out")
+        else:
+            if self.d_ff is None:
+                object.__setattr__(self, "d_ff", 4 * self.d_model)
+            object.__setattr__(self, "d_ff", check_positive_int(self.d_ff, "d_ff"))
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads = {self.n_heads} must divide d_model = {self.d_model}")
+
+    def __repr__(self):
+        """The fields, ``mlp`` only when False (the tiny GPT's repr is as it always was)."""
+        fields = ("vocab_size", "n_ctx", "d_model", "n_heads", "n_layers", "d_ff")
+        extra = "" if self.mlp else ", mlp=False"
+        return (f"GPTConfig({', '.join(f'{k}={getattr(self, k)!r}' for k in fields)}"
+                f"{extra})")
 
     @property
     def d_head(self):
@@ -90,6 +115,8 @@ def param_shapes(config):
     >>> shapes = param_shapes(GPTConfig(10, 8, 4, 2, 1))
     >>> shapes["wte"], shapes["h0.mlp.w_in"], shapes["w_unembed"], len(shapes)
     ((10, 4), (4, 16), (4, 10), 21)
+    >>> len(param_shapes(GPTConfig(10, 8, 4, 2, 1, mlp=False)))  # no ln2.*, no mlp.*
+    15
     """
     c = _check_config(config)
     shapes = {"wte": (c.vocab_size, c.d_model), "wpe": (c.n_ctx, c.d_model)}
@@ -106,7 +133,7 @@ def is_decayed(name):
     return name in ("wte", "wpe", "w_unembed") or name.rsplit(".", 1)[-1].startswith("w_")
 
 
-def init_gpt(config, rng, dtype="float32"):
+def init_gpt(config, rng, dtype="float32", std=INIT_STD):
     """GPT-2-style initial parameters.
 
     Parameters
@@ -116,13 +143,17 @@ def init_gpt(config, rng, dtype="float32"):
         The source of the random draws (seed it for a reproducible model).
     dtype : str or numpy dtype
         Floating dtype of every array (drawn in float64, then rounded to it).
+    std : float
+        The weights' initial standard deviation (GPT-2's 0.02; the toy models of notebook 15
+        start larger, out of the plateau a product of four small matrices sits on).
 
     Returns
     -------
     params : dict of ndarray
-        Every parameter of :func:`param_shapes`: weights and tables normal(0, 0.02), the
+        Every parameter of :func:`param_shapes`: weights and tables normal(0, std), the
         two residual output projections of each block (``attn.w_o``, ``mlp.w_out``) scaled
-        by ``1/sqrt(2 n_layers)``, biases and shifts 0, gains 1. Each array goes through
+        by ``1/sqrt(2 n_layers)`` (``1/sqrt(n_layers)`` without the MLP), biases and
+        shifts 0, gains 1. Each array goes through
         :func:`attn_core._validate.perturb_init` (one ulp up when
         ``ATTN_CORE_PERTURB_INIT=1``, for CI's portability check).
 
@@ -143,7 +174,11 @@ def init_gpt(config, rng, dtype="float32"):
         raise TypeError(f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
                         f"got {type(rng).__name__}")
     dtype = check_float_dtype(dtype)
-    residual_scale = 1.0 / np.sqrt(2 * config.n_layers)
+    if isinstance(std, bool) or not isinstance(std, (int, float, np.floating)) or not (
+            0 < std < np.inf):
+        raise ValueError(f"std must be a finite number > 0, got {std!r}")
+    # the sub-layers that add into the stream: two per block, one without the MLP
+    residual_scale = 1.0 / np.sqrt((2 if config.mlp else 1) * config.n_layers)
     params = {}
     for name, shape in param_shapes(config).items():
         leaf = name.rsplit(".", 1)[-1]
@@ -152,7 +187,7 @@ def init_gpt(config, rng, dtype="float32"):
         elif leaf.startswith("b"):
             w = np.zeros(shape)
         else:
-            w = rng.normal(0.0, INIT_STD, size=shape)
+            w = rng.normal(0.0, std, size=shape)
             if name.endswith(("attn.w_o", "mlp.w_out")):
                 w = w * residual_scale
         params[name] = perturb_init(w.astype(dtype))
@@ -180,12 +215,14 @@ def check_params(params, config):
     return checked
 
 
-def _forward(params, config, ids):
-    """The forward without checks: ``(logits, weights, cache)``."""
+def _forward(params, config, ids, ablate=None):
+    """The forward without checks: ``(logits, weights, cache)``; ``ablate`` checked by
+    :func:`check_ablate` (then the cache is not valid for the backward)."""
     x = _embed(ids, params["wte"], params["wpe"])  # (..., n, d_model)
     weights, caches = [], []
     for i in range(config.n_layers):
-        x, w, cache = _block_parts(x, block_params(params, i), config.n_heads, LN_EPS)
+        heads = {h: r for (layer, h), r in (ablate or {}).items() if layer == i}
+        x, w, cache = _block_parts(x, block_params(params, i), config.n_heads, LN_EPS, heads)
         weights.append(w)
         caches.append(cache)
     ln_f, z, denom = _layer_norm_parts(x, params["ln_f.g"], params["ln_f.b"], LN_EPS)
@@ -193,7 +230,7 @@ def _forward(params, config, ids):
     return logits, tuple(weights), {"blocks": caches, "ln_f": ln_f, "z": z, "denom": denom}
 
 
-def gpt_forward(params, config, ids):
+def gpt_forward(params, config, ids, ablate=None):
     """The model's next-token logits at every position, and every head's attention.
 
     Parameters
@@ -203,6 +240,11 @@ def gpt_forward(params, config, ids):
     config : GPTConfig
     ids : (..., n) int array_like
         Token ids in ``0..vocab_size - 1``, ``1 <= n <= n_ctx``.
+    ablate : dict, optional
+        ``{(layer, head): replacement}``: that head's output (its ``weights @ v``, before the
+        output projection) replaced by zeros (``None``) or by an ``(n, d_head)`` array (a
+        mean over a reference batch: :func:`mean_ablation`), computed in the forward pass;
+        later layers see the changed stream. The returned weights are the ablated model's.
 
     Returns
     -------
@@ -223,10 +265,68 @@ def gpt_forward(params, config, ids):
     config = _check_config(config)
     params = check_params(params, config)
     ids = check_ids(ids, config.vocab_size, config.n_ctx)
+    ablate = check_ablate(ablate, config, ids.shape[-1], params["wte"].dtype)
     with checked_later():
-        logits, weights, _ = _forward(params, config, ids)
+        logits, weights, _ = _forward(params, config, ids, ablate)
     check_result(logits, "the logits")
     return logits, weights
+
+
+def check_ablate(ablate, config, n, dtype=np.float64):
+    """``ablate`` (see :func:`gpt_forward`) checked: keys ``(layer, head)`` in range, values
+    None or finite ``(n, d_head)`` arrays (cast to ``dtype``). Returns a new dict."""
+    if ablate is None:
+        return {}
+    if not isinstance(ablate, dict):
+        raise TypeError(f"ablate must be a dict {{(layer, head): None or (n, d_head) array}}, "
+                        f"got {type(ablate).__name__}")
+    checked = {}
+    for key, r in ablate.items():
+        if (not isinstance(key, tuple) or len(key) != 2
+                or not all(isinstance(k, (int, np.integer)) and not isinstance(k, bool)
+                           for k in key)
+                or not (0 <= key[0] < config.n_layers and 0 <= key[1] < config.n_heads)):
+            raise ValueError(f"ablate's keys must be (layer, head) with 0 <= layer < "
+                             f"{config.n_layers} and 0 <= head < {config.n_heads}, got {key!r}")
+        if r is not None:
+            r = as_float_array(r, f"ablate[{key!r}]")
+            if r.shape != (n, config.d_head):
+                raise ValueError(f"ablate[{key!r}] must be None (zero) or an array of shape "
+                                 f"{(n, config.d_head)} (n, d_head), got shape {r.shape}")
+            r = r.astype(dtype, copy=False)
+        checked[(int(key[0]), int(key[1]))] = r
+    return checked
+
+
+def head_outputs(params, config, ids):
+    """Every head's output (``weights @ v``, before the output projection).
+
+    Returns
+    -------
+    tuple of n_layers ndarrays (..., n_heads, n, d_head)
+    """
+    config = _check_config(config)
+    params = check_params(params, config)
+    ids = check_ids(ids, config.vocab_size, config.n_ctx)
+    with checked_later():
+        _, _, cache = _forward(params, config, ids)
+    n = ids.shape[-1]
+    # (..., n, n_heads * d_head) -> (..., n, n_heads, d_head) -> (..., n_heads, n, d_head)
+    return tuple(c["attn"][3].reshape(*ids.shape[:-1], n, config.n_heads, config.d_head)
+                 .swapaxes(-3, -2) for c in cache["blocks"])
+
+
+def mean_ablation(params, config, ids, heads):
+    """``{(layer, head): mean output}`` for :func:`gpt_forward`'s ``ablate``: each head's
+    output averaged over the reference batch ``ids`` (..., n) at every position, shape
+    ``(n, d_head)``. Unlike zeroing, a mean ablation keeps what the head writes on average
+    and removes only what depends on the sequence."""
+    outs = head_outputs(params, config, ids)
+    means = {}
+    for layer, h in heads:
+        o = outs[layer][..., h, :, :]  # (..., n, d_head)
+        means[(layer, h)] = o.reshape(-1, *o.shape[-2:]).mean(axis=0)  # (n, d_head)
+    return check_ablate(means, config, np.shape(ids)[-1], params["wte"].dtype)
 
 
 def gpt_loss_and_grads(params, config, ids, targets):
@@ -286,7 +386,7 @@ def _backward(params, config, ids, cache, grad_logits):
     for i in reversed(range(config.n_layers)):
         grad_x, g = _block_backward_parts(block_params(params, i), config.n_heads,
                                           cache["blocks"][i], grad_x)
-        grads.update({f"h{i}.{k}": g[k] for k in BLOCK_KEYS})
+        grads.update({f"h{i}.{k}": g[k] for k in BLOCK_KEYS if k in g})
     grads["wte"], grads["wpe"] = _embed_backward(ids, grad_x, config.vocab_size, config.n_ctx)
     for name, g in grads.items():
         check_result(g, f"the gradient of {name}")

@@ -4,7 +4,7 @@ import numpy as np
 
 from .._validate import as_float_array
 
-__all__ = ["cross_entropy", "log_softmax"]
+__all__ = ["cross_entropy", "log_softmax", "next_token_losses"]
 
 
 def log_softmax(logits):
@@ -31,6 +31,36 @@ def log_softmax(logits):
     """
     shifted = logits - logits.max(axis=-1, keepdims=True)  # (..., v)
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # (..., v)
+
+
+def next_token_losses(logits, ids):
+    """The loss of each next-token prediction: ``-log softmax(logits[..., i])[ids[..., i + 1]]``.
+
+    Parameters
+    ----------
+    logits : (..., n - 1, v) array_like
+        The model's scores after reading ``ids[..., : i + 1]``, for ``i = 0 .. n - 2``.
+    ids : (..., n) int array_like
+        The text; ``ids[..., 1:]`` are the targets.
+
+    Returns
+    -------
+    losses : (..., n - 1) float64 ndarray
+        In nats, one per prediction (accumulated in float64).
+
+    Examples
+    --------
+    >>> next_token_losses(np.zeros((2, 4)), [0, 3, 1]).round(4).tolist()  # log 4 each
+    [1.3863, 1.3863]
+    """
+    logits = as_float_array(logits, "logits", min_ndim=2, layout="(..., n - 1, v)")
+    ids = np.asarray(ids)
+    if ids.shape[:-1] != logits.shape[:-2] or ids.shape[-1] != logits.shape[-2] + 1:
+        want = (*logits.shape[:-2], logits.shape[-2] + 1)
+        raise ValueError(f"ids must be one token longer than logits' positions: logits "
+                         f"{logits.shape} needs ids of shape {want}, got {ids.shape}")
+    log_p = log_softmax(logits.astype(np.float64))  # (..., n - 1, v)
+    return -np.take_along_axis(log_p, ids[..., 1:, None], axis=-1)[..., 0]  # (..., n - 1)
 
 
 def cross_entropy(logits, targets):

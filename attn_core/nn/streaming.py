@@ -16,13 +16,13 @@ import numpy as np
 from .._validate import as_float_array, check_positive_int
 from .embeddings import check_ids
 from .generate import prefill
-from .gpt import GPTConfig, check_params
-from .loss import log_softmax
+from .gpt import GPTConfig, check_params, gpt_forward
+from .loss import next_token_losses
 
 __all__ = ["first_token_weight", "token_losses"]
 
 
-def token_losses(params, config, ids, window=None, n_sink=0):
+def token_losses(params, config, ids, window=None, n_sink=0, ablate=None):
     """The loss of each next-token prediction along ``ids``, with a full or rolling cache.
 
     Parameters
@@ -37,6 +37,9 @@ def token_losses(params, config, ids, window=None, n_sink=0):
         layer; default None: to every earlier token (full causal attention).
     n_sink : int >= 0, optional
         With ``window``: the first ``n_sink`` tokens stay visible too (attention sinks).
+    ablate : dict, optional
+        Heads whose output is replaced, as in :func:`attn_core.nn.gpt_forward` (notebook 15);
+        then the whole text goes through one forward pass (full causal attention, no window).
 
     Returns
     -------
@@ -58,9 +61,13 @@ def token_losses(params, config, ids, window=None, n_sink=0):
     if ids.shape[-1] < 2:
         raise ValueError(f"ids must hold 2..n_ctx = {config.n_ctx} token ids along its last "
                          f"axis, got shape {ids.shape}")
-    logits, _ = prefill(params, config, ids[..., :-1], window=window, n_sink=n_sink)
-    log_p = log_softmax(logits.astype(np.float64))  # (..., n - 1, V)
-    return -np.take_along_axis(log_p, ids[..., 1:, None], axis=-1)[..., 0]  # (..., n - 1)
+    if ablate is not None:
+        if window is not None:
+            raise ValueError(f"ablate works with full attention only, got window = {window}")
+        logits, _ = gpt_forward(params, config, ids[..., :-1], ablate)
+    else:
+        logits, _ = prefill(params, config, ids[..., :-1], window=window, n_sink=n_sink)
+    return next_token_losses(logits, ids)  # (..., n - 1)
 
 
 def first_token_weight(weights, n_first=1, start=None):

@@ -36,6 +36,7 @@ class GPTRun:
     grad_norms : (steps,) float64 ndarray -- the global gradient norm before clipping
     lrs : (steps,) float64 ndarray -- the learning rate of each step
     settings : dict -- every argument, for the record
+    snapshots : dict -- ``{step: params}`` copies after the updates of ``snapshot_steps``
     """
 
     params: dict
@@ -45,6 +46,7 @@ class GPTRun:
     grad_norms: np.ndarray
     lrs: np.ndarray
     settings: dict = field(default_factory=dict)
+    snapshots: dict = field(default_factory=dict)
 
 
 def lr_at(step, steps, lr, warmup, final_fraction=0.1):
@@ -126,14 +128,16 @@ def _check_lr(lr):
 
 def train_gpt(config, train_ids, val_ids, steps, batch, lr, seed=0, dtype="float32", *,
               warmup=None, eval_every=100, n_val_batches=8, max_grad_norm=1.0,
-              weight_decay=0.0, betas=(0.9, 0.99), params=None, callback=None):
+              weight_decay=0.0, betas=(0.9, 0.99), params=None, callback=None, sample=None,
+              val=None, snapshot_steps=()):
     """Train a GPT from scratch (or from ``params``) and record its losses.
 
     Parameters
     ----------
     config : GPTConfig
-    train_ids, val_ids : (n,) int ndarray
-        Token ids of the training and validation text (:func:`split_corpus`).
+    train_ids, val_ids : (n,) int ndarray or None
+        Token ids of the training and validation text (:func:`split_corpus`); None when
+        ``sample`` and ``val`` give the batches.
     steps : int
         Number of AdamW updates.
     batch : int
@@ -159,6 +163,13 @@ def train_gpt(config, train_ids, val_ids, steps, batch, lr, seed=0, dtype="float
         Start from these parameters (copied) instead of ``init_gpt``.
     callback : callable(step, loss), optional
         Called after every step (for a live plot).
+    sample : callable(rng, batch) -> (x, y), optional
+        Draws each step's training batch ``(batch, n_ctx)`` ids and targets (default: random
+        windows of ``train_ids``), e.g. synthetic sequences (notebook 15's repeats).
+    val : list of (x, y), optional
+        The fixed validation batches (default: drawn from ``val_ids``).
+    snapshot_steps : iterable of int
+        Keep a copy of the parameters after these many updates (0: the initial ones).
 
     Returns
     -------
@@ -174,6 +185,8 @@ def train_gpt(config, train_ids, val_ids, steps, batch, lr, seed=0, dtype="float
     warmup = max(steps // 20, 1) if warmup is None else check_positive_int(warmup, "warmup",
                                                                            minimum=0)
     for name, ids in (("train_ids", train_ids), ("val_ids", val_ids)):
+        if (name == "train_ids" and sample is not None) or (name == "val_ids" and val):
+            continue
         try:  # long enough for one batch?
             batch_starts(np.random.default_rng(0), len(ids), batch, config.n_ctx)
         except ValueError as e:
@@ -183,7 +196,13 @@ def train_gpt(config, train_ids, val_ids, steps, batch, lr, seed=0, dtype="float
         params = init_gpt(config, init_rng, dtype=dtype)
     else:
         params = {k: np.array(v, dtype=dtype) for k, v in params.items()}
-    val = validation_batches(val_ids, n_val_batches, batch, config.n_ctx, seed)
+    if not val:
+        val = validation_batches(val_ids, n_val_batches, batch, config.n_ctx, seed)
+    if sample is None:
+        def sample(rng, batch):
+            return get_batch(rng, train_ids, batch, config.n_ctx)
+    keep = {check_positive_int(s, "snapshot_steps", minimum=0) for s in snapshot_steps}
+    snapshots = {0: {k: v.copy() for k, v in params.items()}} if 0 in keep else {}
     opt = AdamW(lr, betas=betas, weight_decay=weight_decay, decay=is_decayed)
     losses, norms, lrs, val_losses, eval_steps = [], [], [], [], []
 
@@ -193,7 +212,7 @@ def train_gpt(config, train_ids, val_ids, steps, batch, lr, seed=0, dtype="float
 
     record_eval(0)
     for step in range(steps):
-        x, y = get_batch(batch_rng, train_ids, batch, config.n_ctx)
+        x, y = sample(batch_rng, batch)
         loss, grads = gpt_loss_and_grads(params, config, x, y)
         grads, norm = clip_grad_norm(grads, max_grad_norm)
         opt.lr = lr_at(step, steps, lr, warmup)
@@ -205,10 +224,12 @@ def train_gpt(config, train_ids, val_ids, steps, batch, lr, seed=0, dtype="float
             callback(step, float(loss))
         if (step + 1) % eval_every == 0 or step + 1 == steps:
             record_eval(step + 1)
+        if step + 1 in keep:
+            snapshots[step + 1] = {k: v.copy() for k, v in params.items()}
     settings = dict(steps=steps, batch=batch, lr=lr, seed=seed, dtype=str(np.dtype(dtype)),
                     warmup=warmup, eval_every=eval_every, n_val_batches=n_val_batches,
                     max_grad_norm=max_grad_norm, weight_decay=weight_decay, betas=list(betas),
                     schedule="linear warmup, then cosine to 0.1 * lr")
     return GPTRun(params=params, losses=np.array(losses), val_losses=np.array(val_losses),
                   eval_steps=np.array(eval_steps), grad_norms=np.array(norms),
-                  lrs=np.array(lrs), settings=settings)
+                  lrs=np.array(lrs), settings=settings, snapshots=snapshots)

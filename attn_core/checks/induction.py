@@ -1,0 +1,150 @@
+"""Exercise checks for notebook 15, induction heads: the scores, and which ablation breaks
+the copy.
+
+Every expected answer is computed here with attn_core from the exercise's inputs (the
+ablation question from the stored runs); the hints name the mistake, never the answer.
+"""
+
+import numpy as np
+
+from ..induction import induction_score, induction_targets, previous_token_score
+from ._base import check_choice, is_close, is_unanswered, not_yet, read_number, right, unanswered
+from ._practice import LearnerTimeout, run_learner
+
+__all__ = ["ABLATION_OPTIONS", "check_my_induction_score", "check_prev_score",
+           "check_which_ablation", "prev_score_map"]
+
+SEED = 1515
+
+
+def prev_score_map():
+    """The exercise's map: 6 queries, random causal weights, seeded."""
+    g = np.random.default_rng(SEED)
+    w = g.random((6, 6)) * np.tri(6)
+    return np.round(w / w.sum(axis=1, keepdims=True), 2)
+
+
+def check_prev_score(answer, weights=None):
+    """The previous-token score of ``weights`` (default :func:`prev_score_map`), to 2
+    decimals."""
+    w = prev_score_map() if weights is None else np.asarray(weights, dtype=float)
+    expected = float(previous_token_score(w))
+    hint = ("average, over the queries that have a previous token, the weight each puts on "
+            "the key just before it (one step left of the diagonal).")
+    got, feedback = read_number(answer, hint)
+    if feedback is not None:
+        return feedback
+    if is_close(got, expected, atol=0.006):
+        return right("A perfect previous-token head scores 1; a head spread evenly over the "
+                     "past scores much less.")
+    n = w.shape[-1]
+    slips = {
+        "you divided by all n rows: the first query has no previous token, leave it out.":
+            float(np.diagonal(w, -1).sum() / n),
+        "you read the diagonal (each query on itself), not the key just before it.":
+            float(np.diagonal(w).mean()),
+        "you read above the diagonal (the next key), which the causal mask keeps at 0.":
+            float(np.diagonal(w, 1).mean()),
+    }
+    for message, value in slips.items():
+        if is_close(got, value, atol=0.006) and not is_close(value, expected, atol=0.006):
+            return not_yet(message)
+    return not_yet(hint)
+
+
+def _score_cases():
+    """``(weights, ids)`` pairs that tell the usual slips apart: a token seen three times
+    (two targets), a query that repeats its predecessor, queries without a target, and a
+    map that looks at the earlier occurrence itself rather than the token after it."""
+    g = np.random.default_rng(SEED + 1)
+    cases = []
+    for ids in ([1, 2, 3, 1, 2, 3, 1], [4, 4, 5, 6, 4, 5, 7, 6], [0, 1, 2, 3, 4, 0, 1, 2]):
+        n = len(ids)
+        w = g.random((n, n)) * np.tri(n)
+        cases.append((w / w.sum(axis=1, keepdims=True), np.array(ids)))
+    ids = np.array([0, 1, 2, 3, 0, 1, 2, 3])
+    same = (ids[:, None] == ids[None, :]) & np.tri(8, k=-1, dtype=bool)  # previous occurrence
+    w = np.where(same.any(1, keepdims=True), same, np.tri(8)).astype(float)
+    cases.append((w / w.sum(axis=1, keepdims=True), ids))
+    return cases
+
+
+def _slip(got, w, ids):
+    """A hint naming the slip ``got`` matches, or None."""
+    targets = induction_targets(ids)
+    has = targets.any(-1)
+    mass = (w * targets).sum(-1)
+    same = (ids[:, None] == ids[None, :]) & np.tri(len(ids), k=-1, dtype=bool)
+    slips = {
+        "you averaged over every query; only queries whose token occurred before have "
+        "something to find, average over those.": mass.mean(),
+        "you took the weight on the earlier occurrence itself; the induction target is the "
+        "position one after it (the token that came next last time).":
+            (w * same).sum(-1)[same.any(-1)].mean() if same.any() else np.nan,
+        "you kept only one target per query; when the token occurred several times, add the "
+        "weight after each occurrence.": np.where(
+            has, np.where(targets, w, 0).max(-1), 0).sum() / has.sum(),
+    }
+    for message, value in slips.items():
+        if np.isfinite(value) and np.isclose(got, value, atol=1e-6):
+            return message
+    return None
+
+
+def check_my_induction_score(fn):
+    """Check a learner's ``fn(weights, ids)``: the induction score of one ``(n, n)`` map for
+    the tokens ``ids`` (n,), compared with :func:`attn_core.induction.induction_score`."""
+    hint = ("for each query i, add its weights on the keys j whose previous token ids[j - 1] "
+            "is the query's own token (j - 1 < i); average over the queries that have such a "
+            "key.")
+    if is_unanswered(fn):
+        return unanswered(hint)
+    if not callable(fn):
+        return not_yet(f"pass your function itself (its name, without brackets). {hint}")
+    for w, ids in _score_cases():
+        expected = float(induction_score(w, ids))
+        try:
+            got = float(run_learner(fn, w.copy(), ids.copy()))
+        except LearnerTimeout as exc:
+            return not_yet(str(exc))
+        except Exception as exc:  # the learner's code may fail in any way
+            return not_yet(f"your function raised {type(exc).__name__}: {exc}. {hint}")
+        if np.isclose(got, expected, atol=1e-6):
+            continue
+        return not_yet(_slip(got, w, ids) or hint)
+    return right("That is the score the notebook computed for every head: near 1 for an "
+                 "induction head, near 0 for a previous-token head.")
+
+
+#: Options of the question on which ablation breaks the copy.
+ABLATION_OPTIONS = {
+    "a": "the layer-1 head with the highest previous-token score",
+    "b": "the other layer-1 head",
+    "c": "neither: layer 2 finds the copy on its own",
+    "d": "both break it about equally",
+}
+
+
+def check_which_ablation(answer, table):
+    """Which layer-1 ablation raises the two-layer model's second-copy loss most?
+
+    ``table`` is :func:`attn_core.nn.induction_run.ablation_losses`'s result (the notebook
+    passes the one it computed); the expected option is read from it: ``"c"`` if neither
+    ablation moves the loss by 0.5 nats, ``"d"`` if both do and within a factor 1.5 of each
+    other, else the one that moves it.
+    """
+    base = table["none"][0]
+    rise = {k: table[k][0] - base for k in ("prev", "control")}
+    big = {k for k, r in rise.items() if r > 0.5}
+    if not big:
+        expected = "c"
+    elif len(big) == 2 and max(rise.values()) < 1.5 * min(rise.values()):
+        expected = "d"
+    else:
+        expected = "a" if rise["prev"] > rise["control"] else "b"
+    hint = ("the layer-2 head matches the current token against each key's *previous* "
+            "token. Which layer-1 head writes that previous token into each position?")
+    return check_choice(answer, expected, tuple(ABLATION_OPTIONS), hint=hint,
+                        why="Without the previous-token head the keys no longer know what "
+                            "came before them, so the induction head cannot find the "
+                            "position after the earlier occurrence.")

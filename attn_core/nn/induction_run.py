@@ -1,0 +1,231 @@
+"""Induction heads grown in the attention-only GPT (notebook 15): the task, the measures of
+a trained model, and the stored runs of ``tools/train_induction.py``.
+
+The model is :class:`~attn_core.nn.gpt.GPTConfig` with ``mlp=False``, trained by
+:func:`~attn_core.nn.train.train_gpt` on :func:`attn_core.induction.repeated_tokens`; the
+measures are computed here from its forward pass (ablation included, computed by
+:func:`~attn_core.nn.gpt.gpt_forward`, never by editing weights).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .._validate import perturb_init
+from ..induction import (
+    FIRST,
+    SECOND,
+    icl_score,
+    induction_score,
+    previous_token_score,
+    repeated_tokens,
+)
+from .gpt import GPTConfig, gpt_forward, mean_ablation
+from .loss import next_token_losses
+
+__all__ = ["ABLATIONS", "RUNS_PATH", "TASK", "TRACE_PATH", "InductionRuns", "ablation_losses",
+           "ablation_measures", "copy_losses", "eval_batches", "fall_step", "find_heads",
+           "head_scores", "icl", "measures",
+           "load_runs", "sampler", "snapshot_states"]
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+#: The stored snapshots (``.npz``) and trace (``.json``) of ``tools/train_induction.py``.
+RUNS_PATH = DATA / "induction-snapshots.npz"
+TRACE_PATH = DATA / "induction-trace.json"
+
+#: The task: training sequences of ``n_ctx + 1`` tokens with a segment of 6..14 tokens
+#: repeated after a gap of 0..4 (the copy's distance varies, so no position gives it away);
+#: evaluation on the classic layout, ``eval_segment`` random tokens then the same again.
+TASK = dict(vocab_size=30, n_ctx=32, segment=(6, 14), gap=(0, 4), eval_segment=14,
+            eval_batch=64, eval_seed=1000)
+
+
+#: The ablations compared: none, the previous-token head, the control head.
+ABLATIONS = ("none", "prev", "control")
+
+
+def sampler(task=TASK):
+    """``sample(rng, batch) -> (x, y)`` for ``train_gpt``: repeated-token sequences, the
+    targets shifted by one, each ``(batch, n_ctx)``."""
+    def sample(rng, batch):
+        ids, _ = repeated_tokens(rng, batch, task["vocab_size"], task["n_ctx"] + 1,
+                                 task["segment"], task["gap"])
+        return ids[:, :-1], ids[:, 1:]
+    return sample
+
+
+def eval_batches(task=TASK):
+    """The fixed evaluation sequences, from ``task["eval_seed"]``: ``{"repeat": (ids, labels),
+    "reference": (ids, labels), "no_repeat": (ids, labels)}``, each ``(eval_batch,
+    2 * eval_segment)``; ``reference`` (other draws, same layout) is what mean ablation
+    averages over; ``no_repeat`` has all tokens distinct."""
+    rng = np.random.default_rng(task["eval_seed"])
+    b, v, L = task["eval_batch"], task["vocab_size"], task["eval_segment"]
+    return {"repeat": repeated_tokens(rng, b, v, 2 * L, L),
+            "reference": repeated_tokens(rng, b, v, 2 * L, L),
+            "no_repeat": repeated_tokens(rng, b, v, 2 * L, L, distinct=True)}
+
+
+def measures(params, config, ids, labels, ablate=None, induction=True):
+    """One forward pass over ``ids[:, :-1]`` (batch, n - 1) and all it tells: ``first``,
+    ``second`` (:func:`copy_losses`), ``icl`` (:func:`icl`), ``prev`` and ``induction``
+    (:func:`head_scores`, ``(n_layers, n_heads)``; left out with ``induction=False``, for
+    sequences in which nothing repeats) and the ``weights`` themselves."""
+    ids = np.asarray(ids)
+    logits, weights = gpt_forward(params, config, ids[:, :-1], ablate)
+    losses = next_token_losses(logits, ids)  # (batch, n - 1)
+    lab = np.asarray(labels)[:, 1:]
+    m = losses.shape[-1]
+    prev = np.array([previous_token_score(w).mean(axis=0) for w in weights])
+    ind = (np.array([induction_score(w, ids[:, None, :-1]).mean(axis=0) for w in weights])
+           if induction else None)
+    return dict(first=float(losses[lab == FIRST].mean()),
+                second=float(losses[lab == SECOND].mean()),
+                icl=float(icl_score(losses, early=slice(1, 5), late=slice(m - 4, m)).mean()),
+                prev=prev, induction=ind, weights=weights)
+
+
+def copy_losses(params, config, ids, labels, ablate=None):
+    """``(first, second)``: mean loss on the tokens of the first and of the second copy (the
+    labels of :func:`~attn_core.induction.repeated_tokens`)."""
+    m = measures(params, config, ids, labels, ablate)
+    return m["first"], m["second"]
+
+
+def icl(params, config, ids, labels):
+    """The in-context learning score on the classic layout (Olsson et al. 2022: loss late in
+    the context minus loss early): mean loss over the last 4 predictions (second copy) minus
+    over predictions 2..5 (first copy)."""
+    return measures(params, config, ids, labels)["icl"]
+
+
+def head_scores(params, config, ids, ablate=None):
+    """``(prev, induction)``, each ``(n_layers, n_heads)``: every head's previous-token and
+    induction score, averaged over the sequences ``ids`` (batch, n)."""
+    _, weights = gpt_forward(params, config, ids, ablate)  # n_layers x (batch, heads, n, n)
+    prev = np.array([previous_token_score(w).mean(axis=0) for w in weights])
+    ind = np.array([induction_score(w, np.asarray(ids)[:, None]).mean(axis=0)
+                    for w in weights])
+    return prev, ind
+
+
+def find_heads(prev, ind):
+    """The heads by what they do: ``{"prev": (0, h), "induction": (L-1, h), "control":
+    (0, h)}``, the layer-1 head of highest previous-token score, the last layer's head of
+    highest induction score, and the layer-1 head of lowest previous-token score."""
+    prev, ind = np.asarray(prev), np.asarray(ind)
+    return {"prev": (0, int(np.argmax(prev[0]))),
+            "induction": (len(ind) - 1, int(np.argmax(ind[-1]))),
+            "control": (0, int(np.argmin(prev[0])))}
+
+
+def ablation_measures(params, config, batches, heads, kind="mean"):
+    """:func:`measures` on ``batches["repeat"]`` with no ablation, the previous-token head
+    ablated and the control head ablated: ``{"none": ..., "prev": ..., "control": ...}``.
+
+    ``kind="mean"`` replaces a head's output by its mean over ``batches["reference"]`` (at
+    each position), ``"zero"`` by zeros."""
+    ids, labels = batches["repeat"]
+    keys = [heads["prev"], heads["control"]]
+    means = (mean_ablation(params, config, batches["reference"][0][:, :-1], keys)
+             if kind == "mean" else {k: None for k in keys})
+    return {name: measures(params, config, ids, labels,
+                           None if name == "none" else {heads[name]: means[heads[name]]})
+            for name in ABLATIONS}
+
+
+def ablation_losses(params, config, batches, heads, kind="mean"):
+    """``{ablation: (second-copy loss, the induction head's score)}`` of
+    :func:`ablation_measures`."""
+    layer, h = heads["induction"]
+    return {name: (m["second"], float(m["induction"][layer, h]))
+            for name, m in ablation_measures(params, config, batches, heads, kind).items()}
+
+
+def fall_step(steps, losses, threshold):
+    """The first of ``steps`` at which ``losses`` is below ``threshold`` (notebook 15: the
+    second-copy loss below half of chance, ``ln(vocab) / 2``); None if it never is."""
+    steps, losses = np.asarray(steps), np.asarray(losses)
+    below = np.flatnonzero(losses < threshold)
+    return int(steps[below[0]]) if below.size else None
+
+
+class InductionRuns:
+    """The stored runs: ``trace`` (the JSON dict), ``config(layers)`` and ``params(seed,
+    layers, step)`` of each stored snapshot (``snapshot_steps(seed, layers)``)."""
+
+    def __init__(self, trace, arrays):
+        self.trace = trace
+        self._arrays = arrays
+        self.states = {}  # snapshot_states' results, computed once per run and sequence
+
+    def config(self, layers):
+        c = dict(self.trace["config"])
+        return GPTConfig(**{**c, "n_layers": layers})
+
+    def run(self, seed, layers):
+        return next(r for r in self.trace["runs"]
+                    if r["seed"] == seed and r["n_layers"] == layers)
+
+    def snapshot_steps(self, seed, layers):
+        return list(self.run(seed, layers)["snapshot_steps"])
+
+    def params(self, seed, layers, step):
+        prefix = f"s{seed}.l{layers}.t{step}/"
+        found = {k[len(prefix):]: v for k, v in self._arrays.items() if k.startswith(prefix)}
+        if not found:
+            raise ValueError(f"no stored snapshot for seed {seed}, {layers} layer(s), step "
+                             f"{step}: stored are {self.snapshot_steps(seed, layers)}")
+        return found
+
+
+def load_runs(runs_path=None, trace_path=None):
+    """The stored runs (:data:`RUNS_PATH`, :data:`TRACE_PATH`) as :class:`InductionRuns`
+    (every array one ulp up under ``ATTN_CORE_PERTURB_INIT=1``: CI's portability check)."""
+    with np.load(RUNS_PATH if runs_path is None else runs_path, allow_pickle=False) as f:
+        arrays = {k: perturb_init(f[k]) for k in f.files}
+    trace = json.loads(Path(TRACE_PATH if trace_path is None else trace_path).read_text())
+    return InductionRuns(trace, arrays)
+
+
+
+def snapshot_states(runs, seed=0, layers=2, sequence=0, batches=None):
+    """Everything the explorer shows, computed once: for each stored step of one run and
+    each ablation of :data:`ABLATIONS` (the heads found at the last step, mean-ablated),
+    the two found heads' maps on sequence ``sequence`` of the evaluation batch and the
+    second-copy loss and induction score over the whole batch. With the default batches the
+    result is kept in ``runs.states`` and returned again by a later call.
+
+    Returns
+    -------
+    dict
+        ``heads`` (:func:`find_heads` at the last step), ``steps``, ``ids`` (n,),
+        ``maps[(step, ablation)] = (prev_map, induction_map)`` each (n - 1, n - 1),
+        ``numbers[(step, ablation)] = (second_loss, induction_score)``.
+    """
+    key = (seed, layers, sequence)
+    if batches is None and key in runs.states:  # the stored runs' states, computed before
+        return runs.states[key]
+    fixed = batches is None
+    batches = eval_batches() if batches is None else batches
+    config = runs.config(layers)
+    steps = runs.snapshot_steps(seed, layers)
+    ids = batches["repeat"][0]
+    last = measures(runs.params(seed, layers, steps[-1]), config, *batches["repeat"])
+    heads = find_heads(last["prev"], last["induction"])
+    (l1, h1), (l2, h2) = heads["prev"], heads["induction"]
+    maps, numbers = {}, {}
+    for step in steps:
+        params = runs.params(seed, layers, step)
+        for kind, m in ablation_measures(params, config, batches, heads).items():
+            w = m["weights"]
+            maps[(step, kind)] = (w[l1][sequence, h1], w[l2][sequence, h2])
+            numbers[(step, kind)] = (m["second"], float(m["induction"][l2, h2]))
+    state = {"heads": heads, "steps": steps, "ids": ids[sequence], "maps": maps,
+             "numbers": numbers}
+    if fixed:
+        runs.states[key] = state
+    return state

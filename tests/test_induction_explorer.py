@@ -1,0 +1,73 @@
+"""The induction explorer: what it shows is the stored run's forward pass (ablation
+included), recomputed here independently; a control change never runs the model."""
+
+import numpy as np
+import pytest
+
+import attn_core.explorers.induction as ix
+import attn_core.nn.induction_run as ir
+from attn_core.nn import gpt_forward
+from attn_core.nn.gpt import head_outputs
+
+from reference import assert_clear_error
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return ir.load_runs()
+
+
+def test_explorer_shows_each_snapshot_and_ablation(runs, monkeypatch):
+    ex = ix.induction_explorer(runs)
+    monkeypatch.setattr(ir, "gpt_forward", lambda *a, **k: pytest.fail("ran in a callback"))
+    monkeypatch.setattr(ix, "snapshot_states", lambda *a, **k: pytest.fail("recomputed"))
+    batches = ir.eval_batches()
+    ids = batches["repeat"][0]
+    ref = batches["reference"][0][:, :-1]
+    config = runs.config(2)
+    heads = ex.state["heads"]
+    (l1, h1), (l2, h2) = heads["prev"], heads["induction"]
+    c = ex.controls
+    for step in runs.snapshot_steps(0, 2)[::4] + [runs.snapshot_steps(0, 2)[-1]]:
+        params = runs.params(0, 2, step)
+        for kind in ("none", "prev", "control"):
+            c["step"].value, c["ablation"].value = step, kind
+            ablate = None
+            if kind != "none":  # the mean of the head's output, computed here by hand
+                layer, h = heads[kind]
+                mean = head_outputs(params, config, ref)[layer][:, h].mean(axis=0)
+                ablate = {(layer, h): mean}
+            _, weights = gpt_forward(params, config, ids[:1, :-1], ablate)  # not patched
+            shown = ex.shown()
+            np.testing.assert_allclose(shown["maps"][0], weights[l1][0, h1], atol=1e-6)
+            np.testing.assert_allclose(shown["maps"][1], weights[l2][0, h2], atol=1e-6)
+            assert shown["step"] == step
+            assert str(step) in shown["readout"]
+    assert ex.errors == []
+
+
+def test_ablating_the_previous_token_head_shows_in_the_numbers(runs):
+    ex = ix.induction_explorer(runs)
+    ex.controls["ablation"].value = "none"
+    intact = ex.shown()["numbers"]
+    ex.controls["ablation"].value = "prev"
+    ablated = ex.shown()["numbers"]
+    assert ablated[1] > intact[1] + 1.0  # second-copy loss, at the last step
+    assert ablated[0] == pytest.approx(intact[0])  # the first-copy column is the run's trace
+
+
+def test_explorer_png_changes_with_the_step(runs):
+    ex = ix.induction_explorer(runs)
+    first = ex.png
+    ex.controls["step"].value = ex.controls["step"].options[0]
+    assert ex.png != first
+
+
+@pytest.mark.parametrize("kwargs, exc, pattern", [
+    (dict(seed=7), ValueError, r"seed"),
+    (dict(step=3), ValueError, r"step"),
+    (dict(ablation="all"), ValueError, r"ablation"),
+    (dict(sequence=64), ValueError, r"sequence"),
+])
+def test_bad_arguments_name_themselves(runs, kwargs, exc, pattern):
+    assert_clear_error(lambda: ix.induction_explorer(runs, **kwargs), exc, pattern)

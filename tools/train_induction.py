@@ -1,0 +1,147 @@
+"""Grow induction heads: train the attention-only GPT with one and with two layers on
+repeated random tokens, for several seeds, and store snapshots and a trace (issue 22):
+attn_core/data/induction-snapshots.npz and attn_core/data/induction-trace.json.
+
+Every run: ``TRAIN`` settings, the task of ``attn_core.nn.induction_run.TASK``, one BLAS
+thread. Every ``EVAL_EVERY`` steps the model is measured on the fixed evaluation sequences
+(classic layout): loss on the first and on the second copy, the in-context learning score,
+every head's previous-token and induction score. The parameters are stored at
+``STORED_STEPS`` for the explorer's run (seed 0, two layers) and at the last step for every
+run; ``tests/test_induction_trace.py`` re-evaluates them against the trace.
+
+Run from the repository root: ``OPENBLAS_NUM_THREADS=1 nice -n 10 python
+tools/train_induction.py`` (about 140 s of CPU in all, single-threaded; 14 minutes
+of wall time on the loaded 2-core machine, seeds run as three processes, then --merge).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+import numpy as np  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
+from train_gpt import cpu_features, git_commit  # noqa: E402
+
+from attn_core.nn import GPTConfig, init_gpt  # noqa: E402
+from attn_core.nn.induction_run import (  # noqa: E402
+    RUNS_PATH,
+    TASK,
+    TRACE_PATH,
+    eval_batches,
+    measures,
+    sampler,
+)
+from attn_core.nn.train import train_gpt  # noqa: E402
+
+SEEDS = (0, 1, 2)
+DEPTHS = (1, 2)
+#: Small enough for two minutes a run; 2 heads a layer, so layer 1 has a control head.
+MODEL = dict(d_model=32, n_heads=2, mlp=False)
+#: Larger than GPT-2's 0.02: with 0.02 the product embed -> value -> output -> unembed is so
+#: small that 1500 steps did not leave the plateau (measured here).
+INIT_STD = 0.1
+TRAIN = dict(steps=2500, batch=32, lr=3e-3, warmup=50, eval_every=50, max_grad_norm=1.0,
+             weight_decay=0.0, betas=(0.9, 0.99), dtype="float32")
+EVAL_EVERY = 50
+STORED_STEPS = (0, 100, 200, 300, 400, 500, 600, 700, 800, 1000, 1500, 2000, 2500)
+
+
+def measure(params, config, batches):
+    """The trace's numbers for one snapshot (one forward pass)."""
+    m = measures(params, config, *batches["repeat"])
+    return dict(first=m["first"], second=m["second"], icl=m["icl"], prev=m["prev"].tolist(),
+                induction=m["induction"].tolist())
+
+
+def one_run(seed, layers, steps, batches):
+    config = GPTConfig(TASK["vocab_size"], TASK["n_ctx"], n_layers=layers, **MODEL)
+    init = init_gpt(config, np.random.default_rng(seed), std=INIT_STD)
+    every = range(0, steps + 1, EVAL_EVERY)
+    val = [sampler()(np.random.default_rng(TASK["eval_seed"] + 1), TASK["eval_batch"])]
+    run = train_gpt(config, None, None, seed=seed, params=init, sample=sampler(), val=val,
+                    snapshot_steps=every, **dict(TRAIN, steps=steps))
+    points = {step: measure(p, config, batches) for step, p in run.snapshots.items()}
+    keep = [s for s in STORED_STEPS if s <= steps] if (seed, layers) == (0, 2) else []
+    keep = sorted(set(keep) | {steps})
+    record = dict(seed=seed, n_layers=layers, eval_steps=sorted(points),
+                  **{k: [points[s][k] for s in sorted(points)] for k in
+                     ("first", "second", "icl", "prev", "induction")},
+                  train_losses=[round(x, 4) for x in run.losses.tolist()],
+                  snapshot_steps=keep)
+    arrays = {f"s{seed}.l{layers}.t{s}/{k}": v for s in keep
+              for k, v in run.snapshots[s].items()}
+    return record, arrays, run.settings
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=TRAIN["steps"])
+    ap.add_argument("--seeds", type=int, nargs="*", default=list(SEEDS))
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--merge", type=Path, nargs="*", default=None,
+                    help="merge the files of these folders (runs of other seeds, trained in "
+                         "parallel) into --out instead of training")
+    args = ap.parse_args(argv)
+    if args.merge:
+        return merge(args.merge, args.out)
+    batches = eval_batches()
+    runs, arrays, start, cpu0 = [], {}, time.perf_counter(), time.process_time()
+    with threadpool_limits(1):
+        for seed in args.seeds:
+            for layers in DEPTHS:
+                t = time.perf_counter()
+                record, a, settings = one_run(seed, layers, args.steps, batches)
+                runs.append(record)
+                arrays.update(a)
+                print(f"seed {seed}, {layers} layer(s): second-copy loss "
+                      f"{record['second'][0]:.2f} -> {record['second'][-1]:.2f} "
+                      f"(first copy {record['first'][-1]:.2f}) in "
+                      f"{time.perf_counter() - t:.0f} s", flush=True)
+    out = args.out
+    runs_path = RUNS_PATH if out is None else out / RUNS_PATH.name
+    trace_path = TRACE_PATH if out is None else out / TRACE_PATH.name
+    np.savez_compressed(runs_path, **arrays)
+    trace = dict(format_version=1, task={k: list(v) if isinstance(v, tuple) else v
+                                         for k, v in TASK.items()},
+                 config=dict(vocab_size=TASK["vocab_size"], n_ctx=TASK["n_ctx"], **MODEL,
+                             n_layers=2),
+                 init_std=INIT_STD, settings=dict(settings, steps=args.steps),
+                 eval_every=EVAL_EVERY, runs=runs, commit=git_commit(),
+                 seconds=round(time.perf_counter() - start, 1),
+                 cpu_seconds=round(time.process_time() - cpu0, 1), numpy=np.__version__,
+                 cpu=cpu_features())
+    trace_path.write_text(json.dumps(trace, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {runs_path} and {trace_path} in {trace['seconds']} s")
+    return 0
+
+
+def merge(folders, out):
+    """One trace and one snapshot file from several folders written by this script."""
+    traces = [json.loads((f / TRACE_PATH.name).read_text()) for f in folders]
+    arrays = {}
+    for f in folders:
+        with np.load(f / RUNS_PATH.name) as z:
+            arrays.update({k: z[k] for k in z.files})
+    trace = dict(traces[0], runs=sorted((r for t in traces for r in t["runs"]),
+                                        key=lambda r: (r["seed"], r["n_layers"])),
+                 seconds=round(sum(t["seconds"] for t in traces), 1),
+                 cpu_seconds=round(sum(t["cpu_seconds"] for t in traces), 1),
+                 note=f"{len(folders)} processes in parallel, merged")
+    runs_path = RUNS_PATH if out is None else out / RUNS_PATH.name
+    trace_path = TRACE_PATH if out is None else out / TRACE_PATH.name
+    np.savez_compressed(runs_path, **arrays)
+    trace_path.write_text(json.dumps(trace, indent=1) + "\n", encoding="utf-8")
+    print(f"merged {len(folders)} folders into {runs_path} and {trace_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
