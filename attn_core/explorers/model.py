@@ -240,6 +240,7 @@ class ModelExplorer(Explorer):
             return
         text = self.controls["sentence"].value
         if self.run is not None and text == self.run.text:
+            self._guard(lambda: None)  # back to the sentence shown: clear any error
             return
         try:
             run = self._run_for(text)
