@@ -50,6 +50,7 @@ from . import errata, examples
 from .attention import MASKED_SCORE, attention, scores
 from .cost import (
                    attention_flops,
+                   interleaved_times,
                    loglog_slope,
                    median_time,
                    peak_memory,
@@ -86,6 +87,7 @@ __all__ = [
     "fast_attention",
     "flash_attention",
     "flash_attention_steps",
+    "interleaved_times",
     "loglog_slope",
     "median_time",
     "merge_heads",

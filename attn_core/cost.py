@@ -274,6 +274,34 @@ def min_time(fn, *args, repeat=20, **kwargs):
     return float(min(timer.repeat(repeat=repeat, number=1)))
 
 
+def interleaved_times(contenders, rounds):
+    """Wall times of several calls measured in turns: ``{name: [seconds per round]}``, and
+    ``{name: output}`` of each call's untimed warm-up run.
+
+    ``contenders`` maps a name to a function of no arguments. Every round calls each once,
+    in an order that rotates from round to round, so a burst of other work on a busy
+    machine slows every contender alike instead of one point of a curve; the minimum (or
+    the median) of each list is then compared. Timing one function many times and then the
+    next lets a burst fall on one of them only: a curve that should rise can dip.
+
+    Examples
+    --------
+    >>> times, outputs = interleaved_times({"a": lambda: 1, "b": lambda: 2}, rounds=3)
+    >>> sorted(times), [len(t) for t in times.values()], outputs
+    (['a', 'b'], [3, 3], {'a': 1, 'b': 2})
+    """
+    rounds = check_positive_int(rounds, "rounds")
+    names = list(contenders)
+    outputs = {name: contenders[name]() for name in names}  # warm-up, and the output
+    times = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            start = time.perf_counter()
+            contenders[name]()
+            times[name].append(time.perf_counter() - start)
+    return times, outputs
+
+
 def peak_memory(fn, *args, **kwargs):
     """Peak bytes allocated (as traced by ``tracemalloc``) during ``fn(*args, **kwargs)``.
 

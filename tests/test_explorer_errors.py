@@ -130,3 +130,15 @@ def test_number_boxes_say_beside_them_that_they_clamp(factory):
     assert f"the smallest it holds: an entry beyond it was set to {box.min:g}" in text, text
     box.value = (box.min + box.max) / 2
     assert "was set to" not in " ".join(n.value for n in note_beside(ex, box))
+
+
+def test_the_scaling_explorer_counts_rows_and_keys_alike():
+    """Its bars are titled "softmax of row 1" (counted from 1, as the prose counts), so the
+    keys under them are numbered from 1 too (they were 0 to 15)."""
+    ex = explorers.scaling_explorer()
+    ax = ex.bars.ax
+    assert ax.get_title(loc="left").endswith("row 1") or "row 1" in ax.get_title()
+    ticks = ax.get_xticks()
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels == [str(int(round(x)) + 1) for x in ticks], labels
+    assert labels[0] == "1" and int(labels[-1]) <= len(ex.bars.bars.patches)
