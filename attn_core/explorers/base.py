@@ -44,8 +44,8 @@ from PIL import Image
 
 from .. import figures
 from .colors import *  # noqa: F403  (re-exported: tests check these colour pairs)
-from .colors import _CELL_CSS, _ERROR_CSS, _HEAD_CSS, _HIGHLIGHT_CSS, _TABLE_CSS
-from .notes import _Controls, _holds, note_ranges
+from .colors import _CELL_CSS, _ERROR_CSS, _HEAD_CSS, _HIGHLIGHT_CSS, _TABLE_CSS, THEME_CSS
+from .notes import _Controls, _holds, dark_image, image_boxes, note_ranges
 
 __all__ = [
     "DPI",
@@ -84,6 +84,17 @@ def _png(canvas):
     image = Image.frombytes("RGB", (width, height), rgba, "raw", "RGBX")
     out = io.BytesIO()
     image.save(out, format="PNG", compress_level=PNG_COMPRESS_LEVEL, optimize=False)
+    return out.getvalue()
+
+
+def _dark_png(canvas):
+    """The dark theme's PNG of the canvas' current pixels (:func:`notes.dark_image`)."""
+    rgba = canvas.buffer_rgba()
+    height, width = rgba.shape[:2]
+    light = Image.frombytes("RGB", (width, height), rgba, "raw", "RGBX")
+    out = io.BytesIO()
+    dark_image(light, image_boxes(canvas.figure)).save(
+        out, format="PNG", compress_level=PNG_COMPRESS_LEVEL, optimize=False)
     return out.getvalue()
 
 
@@ -289,6 +300,12 @@ class Explorer:
         # Shown at its own CSS size (set by _show), never stretched to the output's width.
         self.image = W.Image(format="png", layout=W.Layout(width="auto", height="auto",
                                                            max_width="100%"))
+        # The same figure for JupyterLab's dark theme; CSS shows the one of the theme.
+        self.image_dark = W.Image(format="png", layout=W.Layout(width="auto", height="auto",
+                                                                max_width="100%"))
+        self.image.add_class("attn-light")
+        self.image_dark.add_class("attn-dark")
+        self.theme_style = W.HTML(THEME_CSS, layout=W.Layout(display="none"))
         self.error_box = W.HTML(layout=W.Layout(display="none"))
         self.widget = None
         self._busy = False
@@ -350,6 +367,9 @@ class Explorer:
             self.widget.children = children
 
     def _start(self, *rows):
+        if self.image in rows:  # its dark twin right after it (only one shows)
+            i = rows.index(self.image)
+            rows = (*rows[:i + 1], self.image_dark, *rows[i + 1:], self.theme_style)
         self._rows = note_ranges(self, rows)
         self.widget = W.VBox([*self._rows])
         self._place_error_box(None)
@@ -357,12 +377,17 @@ class Explorer:
 
     # drawing
     def _show(self, canvas, dynamic, static_key=None):
-        png = canvas.render(dynamic, static_key)
+        self._set_png(canvas, canvas.render(dynamic, static_key))
+
+    def _set_png(self, canvas, png):
+        """Show ``png`` (the canvas' pixels) and its dark-theme twin, at the figure's size."""
         width = f"{css_width(canvas.figure)}px"
-        if self.image.layout.width != width:
-            self.image.layout.width = width
+        for image in (self.image, self.image_dark):
+            if image.layout.width != width:
+                image.layout.width = width
         if png != self.image.value:
             self.image.value = png
+            self.image_dark.value = _dark_png(canvas.figure.canvas)
 
     def _update(self):  # pragma: no cover - every subclass defines it
         raise NotImplementedError

@@ -27,3 +27,18 @@ _ERROR_CSS = (
     f"border:2px solid #D55E00;background:{ERROR_BACKGROUND};color:{ERROR_TEXT};"
     "padding:6px 10px;font-family:monospace;white-space:pre-wrap"
 )
+
+# --- the figure in JupyterLab's dark theme ----------------------------------------------------
+#: The dark theme's page (--jp-layout-color0 of @jupyterlab/theme-dark-extension) and the
+#: ink its figures' black text becomes (contrast 14:1 on it; tests/test_theme_contrast.py).
+DARK_PAGE = (17, 17, 17)
+DARK_INK = (230, 230, 230)
+#: A pixel whose channels differ by at most this much is a grey (paper, ink, a grey line):
+#: its lightness is inverted for the dark theme. Coloured pixels (bars, lines, colour bars)
+#: and everything inside an image (a heatmap's cells and their numbers) are kept.
+GREY_CHROMA = 24
+#: Shows the light or the dark frame of every explorer, by the theme JupyterLab has set on
+#: <body> (no attribute, as outside JupyterLab: the light one).
+THEME_CSS = (
+    '<style>body:not([data-jp-theme-light="false"]) .attn-dark{display:none !important}'
+    'body[data-jp-theme-light="false"] .attn-light{display:none !important}</style>')

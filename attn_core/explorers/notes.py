@@ -12,8 +12,17 @@ from __future__ import annotations
 import html
 
 import ipywidgets as W
+import numpy as np
+from PIL import Image, ImageChops, ImageDraw
 
-from .colors import HIGHLIGHT_BACKGROUND, HIGHLIGHT_TEXT, MUTED_COLOR
+from .colors import (
+    DARK_INK,
+    DARK_PAGE,
+    GREY_CHROMA,
+    HIGHLIGHT_BACKGROUND,
+    HIGHLIGHT_TEXT,
+    MUTED_COLOR,
+)
 
 #: Number boxes: ipywidgets sets an entry outside ``min``..``max`` to the nearest end.
 _NUMBER_BOXES = (W.BoundedIntText, W.BoundedFloatText)
@@ -101,3 +110,59 @@ def note_ranges(explorer, rows):
         else:  # the box is a row of its own: the note just below it
             rows[i] = W.VBox([row, note])
     return tuple(rows)
+
+
+def _dark_lut():
+    """Grey level -> its dark-theme level, per channel: 255 (paper) -> DARK_PAGE, 0 (ink) ->
+    DARK_INK; 768 entries, as Pillow's ``point`` takes them for an RGB image."""
+    darkness = (255 - np.arange(256)) / 255.0
+    page, ink = np.array(DARK_PAGE, float), np.array(DARK_INK, float)
+    return (page + darkness[:, None] * (ink - page)).round().astype(np.uint8)  # (256, 3)
+
+
+_DARK_LUT = _dark_lut()
+_GREY_POINT = [255 if v <= GREY_CHROMA else 0 for v in range(256)]
+
+
+def dark_image(light, keep_boxes):
+    """The dark theme's frame of a light one (Pillow RGB images): greys outside
+    ``keep_boxes`` get their lightness inverted into [DARK_PAGE, DARK_INK] (white paper ->
+    the dark page, black ink -> light ink); colours, and everything inside the boxes
+    (images: a heatmap's cells and their numbers), stay.
+
+    keep_boxes : (left, top, right, bottom) pixel boxes. All in Pillow's C loops: a frame
+    costs about as much as encoding its PNG.
+    """
+    r, g, b = light.split()
+    chroma = ImageChops.subtract(ImageChops.lighter(ImageChops.lighter(r, g), b),
+                                 ImageChops.darker(ImageChops.darker(r, g), b))
+    grey = chroma.point(_GREY_POINT)  # 255 where a pixel is a grey
+    draw = ImageDraw.Draw(grey)
+    for box in keep_boxes:
+        draw.rectangle(box, fill=0)
+    swapped = Image.merge("RGB", [g.point(_DARK_LUT[:, i].tolist()) for i in range(3)])
+    return Image.composite(swapped, light, grey)
+
+
+def dark_rgb(rgb, keep):
+    """:func:`dark_image` for arrays (a reference for tests): rgb (h, w, 3) uint8, keep
+    (h, w) bool (True: left as is). Returns a new (h, w, 3) uint8 array."""
+    r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
+    chroma = np.maximum(np.maximum(r, g), b) - np.minimum(np.minimum(r, g), b)
+    grey = (chroma <= GREY_CHROMA) & ~keep
+    out = np.array(rgb)
+    out[grey] = _DARK_LUT[g[grey]]
+    return out
+
+
+def image_boxes(figure):
+    """Pixel boxes (left, top, right, bottom; inclusive) of every visible image's window."""
+    height = figure.canvas.get_width_height(physical=True)[1]
+    boxes = []
+    for ax in figure.axes:
+        for im in ax.images:
+            box = type(ax.bbox).intersection(im.get_window_extent(), ax.bbox)
+            if im.get_visible() and box is not None:
+                boxes.append((int(np.floor(box.x0)), height - int(np.ceil(box.y1)),
+                              int(np.ceil(box.x1)) - 1, height - int(np.floor(box.y0)) - 1))
+    return boxes
