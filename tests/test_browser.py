@@ -517,17 +517,53 @@ def set_theme(page, theme):
     page.wait_for_timeout(300)  # the theme's stylesheet and a repaint
 
 
+#: Window sizes the explorers are photographed at (a laptop, a desktop screen).
+SIZES = {"1280": (1280, 800), "1920": (1920, 1080)}
+
+JS_TABLES = """(output) => {
+  // Every number table of the explorer: cut by the output's right edge? does it scroll?
+  const right = output.getBoundingClientRect().right;
+  return [...output.querySelectorAll('table[data-name]')].map(t => {
+    let box = t.parentElement;
+    while (box && box !== output && getComputedStyle(box).overflowX !== 'auto') {
+      box = box.parentElement;
+    }
+    const scroller = box && box !== output ? box : null;
+    const seen = scroller ? scroller.getBoundingClientRect().right : t.getBoundingClientRect().right;
+    return {name: t.dataset.name, cut: seen > right + 1,
+            scrolls: scroller ? scroller.scrollWidth > scroller.clientWidth + 1 : false,
+            width: t.getBoundingClientRect().width};
+  });
+}"""
+
+
 def screenshot_themes(page, output, stem, explorer):
-    """The explorer in the light and the dark theme: NOTEBOOK--EXPLORER--THEME.png. The page
-    is made taller than the explorer first, so that the status bar never covers its end."""
+    """The explorer in the light and the dark theme, in a 1280 and a 1920 px wide window:
+    NOTEBOOK--EXPLORER--THEME--WIDTH.png. The page is made taller than the explorer first,
+    so that the status bar never covers its end. In each theme only that theme's frame
+    shows; no number table is cut by the output's edge, and in the wide window none needs
+    to scroll (11's row table was cut at the figure's width at 1920 px)."""
     size = page.viewport_size
-    tall = output.bounding_box()["height"] + 400
-    page.set_viewport_size({"width": size["width"], "height": int(max(size["height"], tall))})
     try:
-        for theme in ("light", "dark"):
-            set_theme(page, theme)
-            output.scroll_into_view_if_needed()
-            output.screenshot(path=str(SCREENSHOTS / f"{stem}--{explorer.name}--{theme}.png"))
+        for label, (width, height) in SIZES.items():
+            page.set_viewport_size({"width": width, "height": height})
+            page.wait_for_timeout(300)
+            tall = output.bounding_box()["height"] + 400
+            page.set_viewport_size({"width": width, "height": int(max(height, tall))})
+            for theme in ("light", "dark"):
+                set_theme(page, theme)
+                output.scroll_into_view_if_needed()
+                shown = output.locator(f"img.attn-{theme}").first
+                hidden = output.locator(f"img.attn-{'dark' if theme == 'light' else 'light'}")
+                assert shown.is_visible() and not hidden.first.is_visible(), (
+                    f"{explorer.name}: the {theme} theme does not show its own frame")
+                output.screenshot(
+                    path=str(SCREENSHOTS / f"{stem}--{explorer.name}--{theme}--{label}.png"))
+            tables = output.evaluate(JS_TABLES)
+            assert not [t for t in tables if t["cut"]], f"{explorer.name} at {label}: {tables}"
+            if label == "1920":
+                assert not [t for t in tables if t["scrolls"]], (
+                    f"{explorer.name} at {label}: a table scrolls: {tables}")
     finally:
         set_theme(page, "light")
         page.set_viewport_size(size)
