@@ -529,7 +529,7 @@ JS_TABLES = """(output) => {
       box = box.parentElement;
     }
     const scroller = box && box !== output ? box : null;
-    const seen = scroller ? scroller.getBoundingClientRect().right : t.getBoundingClientRect().right;
+    const seen = (scroller || t).getBoundingClientRect().right;
     return {name: t.dataset.name, cut: seen > right + 1,
             scrolls: scroller ? scroller.scrollWidth > scroller.clientWidth + 1 : false,
             width: t.getBoundingClientRect().width};
