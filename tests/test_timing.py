@@ -57,11 +57,14 @@ def test_interleaved_times_rotates_the_order():
     assert order == list("abc" + "abc" + "bca" + "cab")  # warm-up, then rotated rounds
     with pytest.raises(ValueError, match="rounds"):
         cost.interleaved_times({"a": lambda: 0}, rounds=0)
+    with pytest.raises(ValueError, match="pause"):
+        cost.interleaved_times({"a": lambda: 0}, rounds=1, pause=-1)
 
 
 def timing_cell():
     nb = nbformat.read(ROOT / "notebooks/09-cost.ipynb", as_version=4)
-    cells = [c for c in nb.cells if c.cell_type == "code" and "peak_memory(attention" in c.source]
+    first = "ns = np.array([128, 256, 512, 1024, 2048])"
+    cells = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith(first)]
     assert len(cells) == 1
     return cells[0]
 
@@ -69,6 +72,7 @@ def timing_cell():
 def test_notebook_09_times_its_curve_interleaved_and_prints_only_asserted_claims():
     cell = timing_cell()
     assert "interleaved_times(" in cell.source and "min(runs" in cell.source
+    assert "pause=" in cell.source and 'threadpool_limits(limits=1, user_api="blas")' in cell.source
     assert "median_time(" not in cell.source
     # its output is compared by nbval: only what holds on any machine is printed
     assert "nbval-ignore-output" not in cell.metadata.get("tags", [])
