@@ -525,7 +525,7 @@ JS_TABLES = """(output) => {
   const right = output.getBoundingClientRect().right;
   return [...output.querySelectorAll('table[data-name]')].map(t => {
     let box = t.parentElement;
-    while (box && box !== output && getComputedStyle(box).overflowX !== 'auto') {
+    while (box && box !== output && box.style.overflowX !== 'auto') {  // the course's own
       box = box.parentElement;
     }
     const scroller = box && box !== output ? box : null;

@@ -41,4 +41,7 @@ GREY_CHROMA = 24
 #: <body> (no attribute, as outside JupyterLab: the light one).
 THEME_CSS = (
     '<style>body:not([data-jp-theme-light="false"]) .attn-dark{display:none !important}'
-    'body[data-jp-theme-light="false"] .attn-light{display:none !important}</style>')
+    'body[data-jp-theme-light="false"] .attn-light{display:none !important}'
+    # an HTML read-out marked attn-fill is as wide as the explorer, never its content: a wide
+    # table in it scrolls instead of widening the read-out past the output's edge
+    '.attn-fill > .widget-html-content{min-width:0;width:100%}</style>')

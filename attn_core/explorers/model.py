@@ -195,6 +195,7 @@ class ModelExplorer(Explorer):
         c["query"] = W.Dropdown(description="query", style=STYLE,
                                 layout=W.Layout(width="200px"))
         self.readout = W.HTML(layout=W.Layout(width="100%"))  # never wider than the output
+        self.readout.add_class("attn-fill")
         run = self._run_for(sentence)  # a bad first sentence raises right here
         if query is not None and query.lower() not in [p.lower() for p in run.pieces]:
             raise ValueError(f"query {query!r} is not a word piece of the sentence; its pieces "
