@@ -44,4 +44,5 @@ THEME_CSS = (
     'body[data-jp-theme-light="false"] .attn-light{display:none !important}'
     # an HTML read-out marked attn-fill is as wide as the explorer, never its content: a wide
     # table in it scrolls instead of widening the read-out past the output's edge
+    '.attn-fill{margin-left:0 !important;margin-right:0 !important}'
     '.attn-fill > .widget-html-content{flex:1 1 0;min-width:0;max-width:100%}</style>')
