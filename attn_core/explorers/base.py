@@ -45,7 +45,7 @@ from PIL import Image
 from .. import figures
 from .colors import *  # noqa: F403  (re-exported: tests check these colour pairs)
 from .colors import _CELL_CSS, _ERROR_CSS, _HEAD_CSS, _HIGHLIGHT_CSS, _TABLE_CSS, THEME_CSS
-from .notes import _Controls, _holds, dark_image, image_boxes, note_ranges
+from .notes import _Controls, _holds, dark_png, note_ranges
 
 __all__ = [
     "DPI",
@@ -84,17 +84,6 @@ def _png(canvas):
     image = Image.frombytes("RGB", (width, height), rgba, "raw", "RGBX")
     out = io.BytesIO()
     image.save(out, format="PNG", compress_level=PNG_COMPRESS_LEVEL, optimize=False)
-    return out.getvalue()
-
-
-def _dark_png(canvas):
-    """The dark theme's PNG of the canvas' current pixels (:func:`notes.dark_image`)."""
-    rgba = canvas.buffer_rgba()
-    height, width = rgba.shape[:2]
-    light = Image.frombytes("RGB", (width, height), rgba, "raw", "RGBX")
-    out = io.BytesIO()
-    dark_image(light, image_boxes(canvas.figure)).save(
-        out, format="PNG", compress_level=PNG_COMPRESS_LEVEL, optimize=False)
     return out.getvalue()
 
 
@@ -387,7 +376,7 @@ class Explorer:
                 image.layout.width = width
         if png != self.image.value:
             self.image.value = png
-            self.image_dark.value = _dark_png(canvas.figure.canvas)
+            self.image_dark.value = dark_png(canvas.figure.canvas, PNG_COMPRESS_LEVEL)
 
     def _update(self):  # pragma: no cover - every subclass defines it
         raise NotImplementedError

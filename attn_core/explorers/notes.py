@@ -10,6 +10,7 @@ happen). Number boxes clamp an entry outside their range without a word; the not
 from __future__ import annotations
 
 import html
+import io
 
 import ipywidgets as W
 import numpy as np
@@ -166,3 +167,14 @@ def image_boxes(figure):
                 boxes.append((int(np.floor(box.x0)), height - int(np.ceil(box.y1)),
                               int(np.ceil(box.x1)) - 1, height - int(np.floor(box.y0)) - 1))
     return boxes
+
+
+def dark_png(canvas, compress_level):
+    """The dark theme's PNG of an Agg canvas' current pixels (:func:`dark_image`)."""
+    rgba = canvas.buffer_rgba()
+    height, width = rgba.shape[:2]
+    light = Image.frombytes("RGB", (width, height), rgba, "raw", "RGBX")
+    out = io.BytesIO()
+    dark_image(light, image_boxes(canvas.figure)).save(
+        out, format="PNG", compress_level=compress_level, optimize=False)
+    return out.getvalue()
