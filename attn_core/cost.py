@@ -309,6 +309,43 @@ def min_time(fn, *args, repeat=20, **kwargs):
     return float(min(timer.repeat(repeat=repeat, number=1)))
 
 
+def interleaved_times(contenders, rounds, pause=0.0):
+    """Wall times of several calls measured in turns: ``{name: [seconds per round]}``, and
+    ``{name: output}`` of each call's untimed warm-up run.
+
+    ``contenders`` maps a name to a function of no arguments. Every round calls each once,
+    in an order that rotates from round to round, so a burst of other work on a busy
+    machine slows every contender alike instead of one point of a curve; the minimum (or
+    the median) of each list is then compared. Timing one function many times and then the
+    next lets a burst fall on one of them only: a curve that should rise can dip.
+
+    ``pause`` (seconds, default 0) is slept before each timed call: on a machine with more
+    runnable processes than cores, a process that has just slept is usually scheduled at
+    once and runs a short call uninterrupted, instead of starting it at the end of a time
+    slice used up by the previous, longer call.
+
+    Examples
+    --------
+    >>> times, outputs = interleaved_times({"a": lambda: 1, "b": lambda: 2}, rounds=3)
+    >>> sorted(times), [len(t) for t in times.values()], outputs
+    (['a', 'b'], [3, 3], {'a': 1, 'b': 2})
+    """
+    rounds = check_positive_int(rounds, "rounds")
+    if not (isinstance(pause, (int, float)) and 0 <= pause <= 1):
+        raise ValueError(f"pause must be a number of seconds from 0 to 1, got {pause!r}")
+    names = list(contenders)
+    outputs = {name: contenders[name]() for name in names}  # warm-up, and the output
+    times = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            if pause:
+                time.sleep(pause)
+            start = time.perf_counter()
+            contenders[name]()
+            times[name].append(time.perf_counter() - start)
+    return times, outputs
+
+
 def peak_memory(fn, *args, **kwargs):
     """Peak bytes allocated (as traced by ``tracemalloc``) during ``fn(*args, **kwargs)``.
 

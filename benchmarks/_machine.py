@@ -129,13 +129,12 @@ def _version(name):
 
 
 def interleaved(contenders, rounds):
-    """{name: [seconds per round]} and {name: last output}; order rotates every round."""
-    names = list(contenders)
-    outputs = {name: contenders[name]() for name in names}  # warm-up, and the output checked
-    times = {name: [] for name in names}
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[: r % len(names)]:
-            start = time.perf_counter()
-            contenders[name]()
-            times[name].append(time.perf_counter() - start)
-    return times, outputs
+    """{name: [seconds per round]} and {name: output}; the order rotates every round.
+
+    The one implementation is :func:`attn_core.cost.interleaved_times` (notebook 09 times its
+    curve with it too), imported here on first use: numpy must not be imported before
+    :func:`prepare_environment` has set the thread pools' environment.
+    """
+    from attn_core.cost import interleaved_times
+
+    return interleaved_times(contenders, rounds)

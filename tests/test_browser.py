@@ -3,8 +3,9 @@
 ONE JupyterLab server and ONE browser page serve every test of the session (session-scoped
 fixtures; the browser comes from tests/conftest.py). The server runs on 127.0.0.1, on a free
 port, with a token,
-fresh Jupyter config/runtime/data folders and settings (no "Jupyter news" pop-up, no update
-check, every cell in the page), over a temporary copy of notebooks/ (the repository's
+fresh Jupyter config/runtime/data folders and settings (every cell in the page; the "Jupyter
+news" pop-up is left to the settings the environment ships for learners, and a test checks
+that a first session never shows it), over a temporary copy of notebooks/ (the repository's
 notebooks are never changed). Playwright for Python drives Debian's Chromium:
 
 * each notebook is opened, run with Run > Run All Cells, and must end with the kernel idle
@@ -94,6 +95,8 @@ PRESSES = 5
 LATENCY_GOAL_MS = 150
 SENTENCE_GOAL_MS = 300
 THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
+ERROR_VIEWPORT_HEIGHT = 800  # px: a laptop's browser window
+NEWS_WAIT_MS = 8000  # JupyterLab asks about the news a few seconds after it starts
 
 SERVER_START_TIMEOUT = 120  # s
 PAGE_TIMEOUT = 120_000  # ms: opening JupyterLab, a kernel start
@@ -102,11 +105,10 @@ UPDATE_TIMEOUT = 30_000  # ms: one explorer update
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-# Lab settings for the test user: no news or update notifications; all cells in the DOM
-# (JupyterLab may otherwise leave cells out of the page until they are scrolled to).
+# Lab settings for the test user: all cells in the DOM (JupyterLab may otherwise leave cells
+# out of the page until they are scrolled to), no autosave. The news pop-up is NOT turned off
+# here: the environment's shipped settings (tools/lab_settings.py) must do it, as for a learner.
 SETTINGS = {
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
-        "fetchNews": "false", "checkForUpdates": False, "doNotDisturbMode": True},
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {
         "windowingMode": "none"},
     "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
@@ -149,7 +151,7 @@ class Lab:
                 f"--ServerApp.root_dir={self.root}", "--LabApp.expose_app_in_browser=True",
                 f"--LabApp.user_settings_dir={settings}",
                 f"--LabApp.workspaces_dir={base / 'workspaces'}",
-                "--LabApp.news_url=", "--ServerApp.terminals_enabled=False"]
+                "--ServerApp.terminals_enabled=False"]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             args.append("--allow-root")
         self.log = open(base / "jupyterlab.log", "wb")
@@ -480,6 +482,33 @@ def type_sentence(page, output, where, latencies, text):
         assert pieces[1:-2] == words and pieces[0] == "[CLS]" and pieces[-1] == "[SEP]", options
     assert not output.locator(".widget-html", has_text="hit an error").count()
     latencies[f"{where}: new sentence + Enter"] = [ms]
+    error_beside_the_box(page, output, box, where, text)
+
+
+def error_beside_the_box(page, output, box, where, good):
+    """An empty text + Enter: the error shows in an 800 px window with the text box in its
+    middle (it was once 982 px below the box, under the figure: nothing seemed to happen)."""
+    size = page.viewport_size
+    page.set_viewport_size({"width": size["width"], "height": ERROR_VIEWPORT_HEIGHT})
+    try:
+        box.fill("")
+        box.press("Enter")
+        error = output.locator(".widget-html", has_text="hit an error")
+        error.wait_for(state="visible", timeout=UPDATE_TIMEOUT)
+        box.evaluate("(e) => e.scrollIntoView({block: 'center'})")
+        page.wait_for_timeout(200)
+        shot, area = error.bounding_box(), box.bounding_box()
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / f"{where.replace(' ', '-')}--error.png"))
+        assert 0 <= shot["y"] and shot["y"] + min(shot["height"], 60) <= ERROR_VIEWPORT_HEIGHT, (
+            f"{where}: the error starts {shot['y'] - area['y']:.0f} px below the text box, "
+            f"outside an {ERROR_VIEWPORT_HEIGHT} px window")
+    finally:
+        page.set_viewport_size(size)
+    box.fill(good)  # back to the good text: the error goes
+    box.press("Enter")
+    output.locator(".widget-html", has_text="hit an error").wait_for(state="hidden",
+                                                                    timeout=UPDATE_TIMEOUT)
 
 
 def set_theme(page, theme):
@@ -492,17 +521,53 @@ def set_theme(page, theme):
     page.wait_for_timeout(300)  # the theme's stylesheet and a repaint
 
 
+#: Window sizes the explorers are photographed at (a laptop, a desktop screen).
+SIZES = {"1280": (1280, 800), "1920": (1920, 1080)}
+
+JS_TABLES = """(output) => {
+  // Every number table of the explorer: cut by the output's right edge? does it scroll?
+  const right = output.getBoundingClientRect().right;
+  return [...output.querySelectorAll('table[data-name]')].map(t => {
+    let box = t.parentElement;
+    while (box && box !== output && box.style.overflowX !== 'auto') {  // the course's own
+      box = box.parentElement;
+    }
+    const scroller = box && box !== output ? box : null;
+    const seen = (scroller || t).getBoundingClientRect().right;
+    return {name: t.dataset.name, cut: seen > right + 1,
+            scrolls: scroller ? scroller.scrollWidth > scroller.clientWidth + 1 : false,
+            width: t.getBoundingClientRect().width};
+  });
+}"""
+
+
 def screenshot_themes(page, output, stem, explorer):
-    """The explorer in the light and the dark theme: NOTEBOOK--EXPLORER--THEME.png. The page
-    is made taller than the explorer first, so that the status bar never covers its end."""
+    """The explorer in the light and the dark theme, in a 1280 and a 1920 px wide window:
+    NOTEBOOK--EXPLORER--THEME--WIDTH.png. The page is made taller than the explorer first,
+    so that the status bar never covers its end. In each theme only that theme's frame
+    shows; no number table is cut by the output's edge, and in the wide window none needs
+    to scroll (11's row table was cut at the figure's width at 1920 px)."""
     size = page.viewport_size
-    tall = output.bounding_box()["height"] + 400
-    page.set_viewport_size({"width": size["width"], "height": int(max(size["height"], tall))})
     try:
-        for theme in ("light", "dark"):
-            set_theme(page, theme)
-            output.scroll_into_view_if_needed()
-            output.screenshot(path=str(SCREENSHOTS / f"{stem}--{explorer.name}--{theme}.png"))
+        for label, (width, height) in SIZES.items():
+            page.set_viewport_size({"width": width, "height": height})
+            page.wait_for_timeout(300)
+            tall = output.bounding_box()["height"] + 400
+            page.set_viewport_size({"width": width, "height": int(max(height, tall))})
+            for theme in ("light", "dark"):
+                set_theme(page, theme)
+                output.scroll_into_view_if_needed()
+                shown = output.locator(f"img.attn-{theme}").first
+                hidden = output.locator(f"img.attn-{'dark' if theme == 'light' else 'light'}")
+                assert shown.is_visible() and not hidden.first.is_visible(), (
+                    f"{explorer.name}: the {theme} theme does not show its own frame")
+                output.screenshot(
+                    path=str(SCREENSHOTS / f"{stem}--{explorer.name}--{theme}--{label}.png"))
+            tables = output.evaluate(JS_TABLES)
+            assert not [t for t in tables if t["cut"]], f"{explorer.name} at {label}: {tables}"
+            if label == "1920":
+                assert not [t for t in tables if t["scrolls"]], (
+                    f"{explorer.name} at {label}: a table scrolls: {tables}")
     finally:
         set_theme(page, "light")
         page.set_viewport_size(size)
@@ -518,6 +583,37 @@ def drive_explorer(page, stem, explorer, latencies):
         type_sentence(page, output, where, latencies, explorer.sentence)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     screenshot_themes(page, output, stem, explorer)
+
+
+JS_NEWS_DEFAULT = """async () => {
+  const id = '@jupyterlab/apputils-extension:notification';
+  const plugin = await window.jupyterapp.serviceManager.settings.fetch(id);
+  const p = plugin.schema.properties;
+  return {fetchNews: p.fetchNews.default, checkForUpdates: p.checkForUpdates.default};
+}"""
+
+
+def test_a_first_session_shows_no_news_pop_up(lab, browser):
+    """A learner's first session (fresh workspace, no settings of their own): the shipped
+    settings (tools/lab_settings.py) reach the page and the news question never appears."""
+    context = browser.new_context(viewport={"width": 1280, "height": ERROR_VIEWPORT_HEIGHT})
+    context.set_default_timeout(PAGE_TIMEOUT)
+    try:
+        page = context.new_page()
+        page.goto(f"{lab.url}/lab/workspaces/first-session?reset&token={lab.token}",
+                  timeout=PAGE_TIMEOUT)
+        page.wait_for_function("window.jupyterapp && window.jupyterapp.shell"
+                               " && document.querySelector('.jp-LabShell')",
+                               timeout=PAGE_TIMEOUT)
+        page.locator(".jp-StatusBar-Widget").first.wait_for(timeout=PAGE_TIMEOUT)
+        assert page.evaluate(JS_NEWS_DEFAULT) == {"fetchNews": "false", "checkForUpdates": False}
+        page.wait_for_timeout(NEWS_WAIT_MS)
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "first-session.png"))
+        text = page.evaluate("() => document.body.innerText")
+        assert "Jupyter news" not in text, "the news pop-up appeared on a first session"
+    finally:
+        context.close()
 
 
 def test_every_explorer_is_in_the_table():

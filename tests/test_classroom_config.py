@@ -134,8 +134,8 @@ def test_the_image_and_link_are_this_course(config):
 
 
 def test_readme_link_is_built_from_repo():
-    """The link in README "Teaching with this course" is classroom/hub.py's, for tools/nav.py's
-    REPO: when REPO changes, this test says what to update."""
+    """The link in docs/teaching.md (linked from the README) is classroom/hub.py's, for
+    tools/nav.py's REPO: when REPO changes, this test says what to update."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("classroom_hub_cfg",
@@ -143,8 +143,8 @@ def test_readme_link_is_built_from_repo():
     hub = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hub)
     link = hub.nbgitpuller_link("https://HUB", hub.repo_address(), "main")
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert link in readme, f"README.md should show the classroom link {link}"
+    teaching = (ROOT / "docs" / "teaching.md").read_text(encoding="utf-8")
+    assert link in teaching, f"docs/teaching.md should show the classroom link {link}"
 
 
 def test_the_grading_layer_is_the_charts_and_points_nbgrader_at_the_exchange():

@@ -1,18 +1,25 @@
 """The explorers' HTML and the checks' feedback are readable in JupyterLab's light and dark
 themes: every (text, background) colour pair they use has a WCAG contrast ratio >= 4.5:1.
+The explorers' figures follow the theme too: a dark frame on the dark theme's page, its
+text light, its images unchanged (they were white in the dark theme).
 
 The CSS variables are resolved with the values of the JupyterLab theme packages installed
 in the environment (and with the fallbacks, as on a page without JupyterLab's CSS).
 """
 
+import io
 import re
 import sys
 from pathlib import Path
 
+import ipywidgets as W
+import numpy as np
 import pytest
+from PIL import Image
 
+from attn_core import explorers
 from attn_core.checks import _base as checks_base
-from attn_core.explorers import base, softmax_explorer, worked_example_lab
+from attn_core.explorers import base, colors, notes, softmax_explorer, worked_example_lab
 
 MIN_CONTRAST = 4.5
 THEMES_DIR = Path(sys.prefix) / "share/jupyter/lab/themes/@jupyterlab"
@@ -123,3 +130,54 @@ def test_the_explorers_html_uses_only_the_checked_colours():
             assert value.strip() in allowed, f"{prop}:{value} is not a checked colour"
     highlighted = re.findall(r'<td[^>]*background:#F5C97A[^>]*>', markup)
     assert highlighted and all(f"color:{base.HIGHLIGHT_TEXT}" in td for td in highlighted)
+
+
+# --- the explorers' figures follow the theme ---------------------------------------------------
+
+FACTORIES = sorted(n for n in explorers.__all__ if n.endswith(("_explorer", "_lab")))
+
+
+def _pixels(png):
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+
+
+def _commonest(pixels):
+    values, counts = np.unique(pixels.reshape(-1, 3), axis=0, return_counts=True)
+    return tuple(int(v) for v in values[np.argmax(counts)])
+
+
+def test_the_dark_figure_colours_are_the_dark_themes():
+    dark = theme_variables(THEMES["dark"])
+    page = parse_color(resolve("var(--jp-layout-color0)", dark))[:3]
+    assert tuple(colors.DARK_PAGE) == tuple(int(c) for c in page)
+    ink = (*colors.DARK_INK, 1.0)
+    assert contrast(ink, (*colors.DARK_PAGE, 1.0)) >= MIN_CONTRAST
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_every_explorer_shows_a_dark_figure_in_the_dark_theme(factory):
+    """Beside the light frame, a dark one: the dark theme's page behind it, its black text
+    turned light (readable, >= 4.5:1), every image (heatmap cells, their numbers) unchanged;
+    CSS by JupyterLab's theme attribute shows one of the two."""
+    ex = getattr(explorers, factory)()
+    kids = list(ex.widget.children)
+    assert kids[kids.index(ex.image) + 1] is ex.image_dark
+    assert "attn-light" in ex.image._dom_classes and "attn-dark" in ex.image_dark._dom_classes
+    css = " ".join(w.value for w in kids if isinstance(w, W.HTML))
+    assert 'body:not([data-jp-theme-light="false"]) .attn-dark{display:none' in css
+    assert 'body[data-jp-theme-light="false"] .attn-light{display:none' in css
+    light, dark = _pixels(ex.png), _pixels(bytes(ex.image_dark.value))
+    assert light.shape == dark.shape and ex.image_dark.layout.width == ex.image.layout.width
+    assert _commonest(light) == (255, 255, 255)
+    assert _commonest(dark) == tuple(colors.DARK_PAGE), _commonest(dark)
+    keep = np.zeros(light.shape[:2], dtype=bool)
+    for left, top, right, bottom in notes.image_boxes(ex.figure):
+        keep[top:bottom + 1, left:right + 1] = True
+    np.testing.assert_array_equal(dark[keep], light[keep])  # images exactly as in light
+    ink = (light == 0).all(-1) & ~keep  # black text and lines outside the images
+    assert ink.any(), "no black text found outside the images"
+    assert (dark[ink] == colors.DARK_INK).all()
+    # any grey left outside the images is readable on the dark page, as text must be
+    text_like = (light.max(-1) < 120) & (np.ptp(light, axis=-1) <= colors.GREY_CHROMA) & ~keep
+    for rgb in np.unique(dark[text_like], axis=0):
+        assert contrast((*rgb, 1.0), (*colors.DARK_PAGE, 1.0)) >= 3.0, rgb

@@ -125,7 +125,8 @@ def readouts(explorer):
     found = []
 
     def walk(widget):
-        if isinstance(widget, W.HTML) and widget is not getattr(explorer, "error_box", None):
+        skip = (getattr(explorer, "error_box", None), getattr(explorer, "theme_style", None))
+        if isinstance(widget, W.HTML) and all(widget is not w for w in skip):
             if widget.layout.display != "none":
                 found.append(widget.value)
         for child in getattr(widget, "children", ()):

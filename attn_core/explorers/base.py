@@ -8,7 +8,8 @@ Every explorer (one module each in :mod:`attn_core.explorers`) is a small subcla
 * ``.figure`` -- the matplotlib Figure (Agg, no pyplot manager), changed in place;
 * ``.image`` -- the ``ipywidgets.Image`` whose value is the PNG the learner sees;
 * ``.widget`` -- the container to display (the object also displays itself);
-* ``.errors`` -- every exception raised while updating (also shown in a red box);
+* ``.errors`` -- every exception raised while updating (also shown in a red box right
+  below the row of the control that caused it; a number box's range is noted beside it);
 * ``.shown()`` -- what is on screen, read back from the artists and the HTML tables.
 
 Speed. A slider move must answer within about 50 ms. Re-drawing a figure from scratch
@@ -42,6 +43,9 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from .. import figures
+from .colors import *  # noqa: F403  (re-exported: tests check these colour pairs)
+from .colors import _CELL_CSS, _ERROR_CSS, _HEAD_CSS, _HIGHLIGHT_CSS, _TABLE_CSS, THEME_CSS
+from .notes import _Controls, _holds, dark_png, note_ranges
 
 __all__ = [
     "DPI",
@@ -64,35 +68,6 @@ SLIDER_WIDTH = "420px"
 #: Format of the numbers in the HTML tables.
 TABLE_FMT = "{:.3f}"
 HIDDEN_TEXT = "?"
-
-# Colours readable in JupyterLab's light and dark themes (contrast >= 4.5:1, checked by
-# tests/test_theme_contrast.py against the installed themes): text and backgrounds use the
-# theme's CSS variables (fallbacks: the light theme's values, for pages without them); a
-# highlighted or error cell has a fixed light background, so its text colour is fixed too.
-TEXT_COLOR = "var(--jp-content-font-color1, rgba(0, 0, 0, 0.87))"
-MUTED_COLOR = "var(--jp-content-font-color2, rgba(0, 0, 0, 0.54))"
-PAGE_COLOR = "var(--jp-layout-color0, #ffffff)"
-HIGHLIGHT_BACKGROUND, HIGHLIGHT_TEXT = "#F5C97A", "#000000"
-ERROR_BACKGROUND, ERROR_TEXT = "#FDEDE4", "#1A1A1A"
-#: (text, background) of every colour pair the explorers' HTML uses.
-COLOR_PAIRS = {"table": (TEXT_COLOR, PAGE_COLOR), "header": (MUTED_COLOR, PAGE_COLOR),
-               "highlight": (HIGHLIGHT_TEXT, HIGHLIGHT_BACKGROUND),
-               "error": (ERROR_TEXT, ERROR_BACKGROUND)}
-
-_TABLE_CSS = (
-    "border-collapse:collapse;font-family:monospace;font-size:12px;margin:2px 10px 2px 0;"
-    f"color:{TEXT_COLOR};background:{PAGE_COLOR}"
-)
-_CELL_CSS = ("padding:1px 6px;text-align:right;"
-             "border:1px solid var(--jp-border-color2, #dddddd)")
-_HEAD_CSS = f"padding:1px 6px;text-align:right;color:{MUTED_COLOR};font-weight:normal"
-_HIGHLIGHT_CSS = (f"background:{HIGHLIGHT_BACKGROUND};color:{HIGHLIGHT_TEXT};"
-                  "outline:2px solid #D55E00")
-_ERROR_CSS = (
-    f"border:2px solid #D55E00;background:{ERROR_BACKGROUND};color:{ERROR_TEXT};"
-    "padding:6px 10px;font-family:monospace;white-space:pre-wrap"
-)
-
 
 # --- fast figures: a fixed layout, a cached background, only changed artists drawn -------
 
@@ -305,12 +280,21 @@ class Explorer:
     title = "explorer"
 
     def __init__(self):
-        self.controls = {}
+        self.controls = _Controls(self)
         self.errors = []
+        self._cause = None  # the name of the control changed last (see _Controls)
+        self._rows = ()  # the rows given to _start, in order
+        self.range_notes = {}  # number box name -> the note beside it (see _note_ranges)
         self.updates = 0
         # Shown at its own CSS size (set by _show), never stretched to the output's width.
         self.image = W.Image(format="png", layout=W.Layout(width="auto", height="auto",
                                                            max_width="100%"))
+        # The same figure for JupyterLab's dark theme; CSS shows the one of the theme.
+        self.image_dark = W.Image(format="png", layout=W.Layout(width="auto", height="auto",
+                                                                max_width="100%"))
+        self.image.add_class("attn-light")
+        self.image_dark.add_class("attn-dark")
+        self.theme_style = W.HTML(THEME_CSS, layout=W.Layout(display="none"))
         self.error_box = W.HTML(layout=W.Layout(display="none"))
         self.widget = None
         self._busy = False
@@ -325,6 +309,9 @@ class Explorer:
     def _on_change(self, change=None):
         if self._busy:  # a control is being changed by the explorer itself
             return
+        owner = (change or {}).get("owner")  # e.g. a cell button inside a control's grid
+        self._cause = next((n for n, w in self.controls.items() if owner is not None
+                            and _holds(w, owner)), self._cause)
         self._guard(self._update)
 
     def _guard(self, fn, *args):
@@ -338,25 +325,58 @@ class Explorer:
             self.error_box.layout.display = "none"
 
     def _report(self, exc):
+        """Record ``exc`` and show it right below the row of the control that caused it."""
         self.errors.append(exc)
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         self.error_box.value = (
-            f'<div style="{_ERROR_CSS}"><b>This explorer hit an error; the figure above may '
-            f"be out of date.</b>\n{html.escape(detail)}</div>")
+            f'<div style="{_ERROR_CSS}"><b>This explorer hit an error; the figure may be out '
+            f"of date.</b>\n{html.escape(detail)}</div>")
         self.error_box.layout.display = ""
+        self._place_error_box(self._cause)
+
+    def row_of(self, name):
+        """Index in ``_start``'s rows of the row holding control ``name`` (None: no row)."""
+        widget = self.controls.get(name)
+        for i, row in enumerate(self._rows):
+            if widget is not None and _holds(row, widget):
+                return i
+        return None
+
+    def _place_error_box(self, name):
+        """Put the error box just after the row of control ``name`` (the first row of
+        controls when ``name`` is None or in no row): beside its cause, not below the figure."""
+        if self.widget is None:
+            return
+        i = self.row_of(name)
+        if i is None:
+            i = next((j for j, row in enumerate(self._rows)
+                      if any(_holds(row, w) for w in self.controls.values())), 0)
+        children = (*self._rows[:i + 1], self.error_box, *self._rows[i + 1:])
+        if tuple(self.widget.children) != children:
+            self.widget.children = children
 
     def _start(self, *rows):
-        self.widget = W.VBox([*rows, self.error_box])
+        if self.image in rows:  # its dark twin right after it (only one shows)
+            i = rows.index(self.image)
+            rows = (*rows[:i + 1], self.image_dark, *rows[i + 1:], self.theme_style)
+        self._rows = note_ranges(self, rows)
+        self.widget = W.VBox([*self._rows])
+        self._place_error_box(None)
         self._guard(self._update)
 
     # drawing
     def _show(self, canvas, dynamic, static_key=None):
-        png = canvas.render(dynamic, static_key)
+        self._set_png(canvas, canvas.render(dynamic, static_key))
+
+    def _set_png(self, canvas, png):
+        """Show ``png`` (the canvas' pixels) and its dark-theme twin, at the figure's size."""
         width = f"{css_width(canvas.figure)}px"
-        if self.image.layout.width != width:
-            self.image.layout.width = width
+        for image in (self.image, self.image_dark):
+            if image.layout.width != width:
+                image.layout.width = width
         if png != self.image.value:
             self.image.value = png
+            self.image_dark.value = dark_png(canvas.figure.canvas, PNG_COMPRESS_LEVEL)
 
     def _update(self):  # pragma: no cover - every subclass defines it
         raise NotImplementedError

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import re
+from functools import partial
 
 import ipywidgets as W
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from .. import examples, figures
 from ..attention import attention
-from ..cost import median_time, score_matrix_bytes, score_matrix_cells
+from ..cost import interleaved_times, score_matrix_bytes, score_matrix_cells
 from .arguments import check_option, check_seed
 from .base import STYLE, Explorer, _Canvas, _hide, _marker_dynamic, _row, _slider, _text_of
 
@@ -20,6 +22,8 @@ __all__ = [
 
 COST_LENGTHS = tuple(2 ** p for p in range(4, 18))  # 16 ... 131072
 COST_DTYPES = ("float16", "float32", "float64")
+#: Seconds slept before each timed run (a process that has just slept is scheduled at once).
+TIME_PAUSE = 0.002
 #: Longest sequence timed here: measuring it once takes well under a second.
 TIME_MAX_N = 1024
 TIMED_DTYPES = ("float32", "float64")  # numpy has no fast float16 matrix product
@@ -76,13 +80,19 @@ class CostExplorer(Explorer):
         return np.array([score_matrix_bytes(v, dtype=dtype) for v in COST_LENGTHS], dtype=float)
 
     def _time(self, n, dtype):
-        """Median seconds of one attention call at length n (measured once, then cached)."""
+        """Fastest seconds of one attention call at length n over a few runs, each after a
+        short pause, on one BLAS thread (measured once, then cached): on a busy machine a
+        single run, or two threads waiting for a second core, made the curve dip (notebook
+        09 times its curve the same way)."""
         if dtype not in TIMED_DTYPES or n > TIME_MAX_N:
             return None
         if (n, dtype) not in self.times:
             q, k, v = examples.random_qkv(n, COST_HEAD_DIM, seed=self.seed, dtype=dtype)
-            repeat = 3 if n <= 256 else 1  # long ones are slow and steady: one run will do
-            self.times[n, dtype] = median_time(attention, q, k, v, repeat=repeat)
+            rounds = 5 if n <= 256 else 3
+            with threadpool_limits(limits=1, user_api="blas"):
+                runs, _ = interleaved_times({n: partial(attention, q, k, v)}, rounds=rounds,
+                                            pause=TIME_PAUSE)
+            self.times[n, dtype] = min(runs[n])
         return self.times[n, dtype]
 
     def _update(self):

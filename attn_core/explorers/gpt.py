@@ -42,7 +42,6 @@ from .base import (
     _slider,
     _table,
     _text_of,
-    css_width,
     read_tables,
 )
 
@@ -250,11 +249,7 @@ class GPTExplorer(Explorer):
         self._write(text, gen, probs, w, names, heights)
         png = self.canvas.render_halves(self.art.bar_artists, self.art.map_artists,
                                         self.art.split_y, changed, static_key=text)
-        width = f"{css_width(self.canvas.figure)}px"
-        if self.image.layout.width != width:
-            self.image.layout.width = width
-        if png != self.image.value:
-            self.image.value = png
+        self._set_png(self.canvas, png)
         self._last_key = key
 
     def _write(self, text, gen, probs, w, names, heights):

@@ -194,7 +194,8 @@ class ModelExplorer(Explorer):
         c["head"] = _slider(W.IntSlider, "head", min=1, max=self.heads, value=head)
         c["query"] = W.Dropdown(description="query", style=STYLE,
                                 layout=W.Layout(width="200px"))
-        self.readout = W.HTML()
+        self.readout = W.HTML(layout=W.Layout(width="100%"))  # never wider than the output
+        self.readout.add_class("attn-fill")
         run = self._run_for(sentence)  # a bad first sentence raises right here
         if query is not None and query.lower() not in [p.lower() for p in run.pieces]:
             raise ValueError(f"query {query!r} is not a word piece of the sentence; its pieces "
@@ -240,6 +241,7 @@ class ModelExplorer(Explorer):
             return
         text = self.controls["sentence"].value
         if self.run is not None and text == self.run.text:
+            self._guard(lambda: None)  # back to the sentence shown: clear any error
             return
         try:
             run = self._run_for(text)
@@ -310,12 +312,12 @@ class ModelExplorer(Explorer):
                  f"{run.n} pieces 1/{run.n} = {1 / run.n:.3f}.")
         row = _table("row", w[None, :], row_labels=[labels[q]], col_labels=labels,
                      highlight={(0, top)})
-        # No wider than the figure: the text wraps and a long row table scrolls sideways
-        # (the widget's box would otherwise grow to the table's width and cut the text).
+        # The text wraps at the figure's width; the row table may use the output's whole
+        # width (at 1920 px it was cut at the figure's) and scrolls sideways beyond it.
         width = css_width(self.canvas.figure)
-        return (f'<div style="max-width:{width}px">'
-                f'<div style="{_DIV_CSS}">{html.escape(where)}</div>'
+        return (f'<div style="{_DIV_CSS};max-width:{width}px">{html.escape(where)}</div>'
                 f'<div style="{_SCROLL_CSS}">{row}</div>'
+                f'<div style="max-width:{width}px">'
                 + self._roles_html(run, layer, head) + self._time_html(run) + "</div>")
 
     def _roles_html(self, run, layer, head):

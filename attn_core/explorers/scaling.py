@@ -91,7 +91,8 @@ class ScalingExplorer(Explorer):
                 art.ax.set_ylim(lo / 3, hi * 3)
         self.bars = figures.weight_bars(self.stats[True, d_k]["row"], ax=axs[0, 1],
                                         title="softmax of row 1", xlabel="key")
-        axs[0, 1].set_xticks(range(0, n, 3))
+        ticks = range(0, n, 3)  # counted from 1, as the title's row and the course's prose
+        axs[0, 1].set_xticks(ticks, [str(j + 1) for j in ticks])
         _hide(*self.bars.value_texts, self.bars.sum_text)
         self._start(_row(c["d_k"], c["scaled"]), self.image, self.readout)
 

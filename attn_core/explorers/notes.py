@@ -1,0 +1,180 @@
+"""Where an explorer's errors and notes go: beside the control that caused them.
+
+:class:`_Controls` (an explorer's ``.controls``) remembers which control the learner changed
+last, so that :class:`~attn_core.explorers.base.Explorer` shows an error right below that
+control's row (an error shown below a tall figure is off the screen: nothing seems to
+happen). Number boxes clamp an entry outside their range without a word; the note of
+:func:`_range_note`, put beside them, says so.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+
+import ipywidgets as W
+import numpy as np
+from PIL import Image, ImageChops, ImageDraw
+
+from .colors import (
+    DARK_INK,
+    DARK_PAGE,
+    GREY_CHROMA,
+    HIGHLIGHT_BACKGROUND,
+    HIGHLIGHT_TEXT,
+    MUTED_COLOR,
+)
+
+#: Number boxes: ipywidgets sets an entry outside ``min``..``max`` to the nearest end.
+_NUMBER_BOXES = (W.BoundedIntText, W.BoundedFloatText)
+_NOTE_CSS = f"font-family:sans-serif;font-size:12px;color:{MUTED_COLOR}"
+_CLAMP_CSS = (f"font-family:sans-serif;font-size:12px;background:{HIGHLIGHT_BACKGROUND};"
+              f"color:{HIGHLIGHT_TEXT};padding:0 4px")
+
+
+def _holds(container, widget):
+    """True if ``widget`` is ``container`` or inside it (through any ``children``)."""
+    if container is widget:
+        return True
+    return any(_holds(child, widget) for child in getattr(container, "children", ()))
+
+
+def _label(name, box):
+    return box.description or name
+
+
+def _range_note(boxes, changed):
+    """The note beside a row of number boxes: their range, and what happens outside it;
+    if the box ``changed`` sits at an end, that it may have been set there."""
+    lows = {b.min for _, b in boxes}
+    highs = {b.max for _, b in boxes}
+    if len(lows) == 1 and len(highs) == 1:
+        low, high = lows.pop(), highs.pop()
+        span = f"{'each box holds' if len(boxes) > 1 else 'the box holds'} {low:g} to {high:g}"
+    else:
+        span = "; ".join(f"{_label(n, b)}: {b.min:g} to {b.max:g}" for n, b in boxes)
+    text = (f'<span style="{_NOTE_CSS}">{html.escape(span)}: a number outside is set to the '
+            "nearest end</span>")
+    if changed is not None and changed.value in (changed.min, changed.max):
+        end = "largest" if changed.value == changed.max else "smallest"
+        name = next(_label(n, b) for n, b in boxes if b is changed)
+        text += (f'<br><span class="clamped" style="{_CLAMP_CSS}">{html.escape(name)} is '
+                 f"{changed.value:g}, the {end} it holds: an entry beyond it was set to "
+                 f"{changed.value:g}</span>")
+    return text
+
+
+class _Controls(dict):
+    """The explorer's controls by name; remembers which one the learner changed last
+    (``explorer._cause``), so that an error can be shown beside that control.
+
+    The recorder is attached when a control is added, before the explorer's own handlers,
+    so it has run by the time any handler fails.
+    """
+
+    def __init__(self, explorer):
+        super().__init__()
+        self._explorer = explorer
+
+    def __setitem__(self, name, widget):
+        super().__setitem__(name, widget)
+
+        def record(*_args, name=name):
+            if not self._explorer._busy:  # not the explorer's own change of a control
+                self._explorer._cause = name
+
+        if isinstance(widget, W.Button):
+            widget.on_click(record)
+        elif hasattr(widget, "value"):
+            widget.observe(record, names="value")
+
+
+def note_ranges(explorer, rows):
+    """``rows`` with a note beside every row of number boxes (``explorer.range_notes``).
+
+    A box sets an entry outside its range to the nearest end without a word (1000000
+    becomes 20), so the note says so, and says it again, marked, when a box sits at an end.
+    """
+    rows = list(rows)
+    for i, row in enumerate(rows):
+        boxes = [(n, w) for n, w in explorer.controls.items()
+                 if isinstance(w, _NUMBER_BOXES) and _holds(row, w)]
+        if not boxes:
+            continue
+        note = W.HTML(_range_note(boxes, None), layout=W.Layout(margin="2px 0 2px 4px"))
+        for name, box in boxes:
+            explorer.range_notes[name] = note
+            box.observe(lambda change, b=boxes, n=note: setattr(
+                n, "value", _range_note(b, change["owner"])), names="value")
+        if isinstance(row, W.HBox):  # in the row, beside the boxes
+            row.children = (*row.children, note)
+        else:  # the box is a row of its own: the note just below it
+            rows[i] = W.VBox([row, note])
+    return tuple(rows)
+
+
+def _dark_lut():
+    """Grey level -> its dark-theme level, per channel: 255 (paper) -> DARK_PAGE, 0 (ink) ->
+    DARK_INK; 768 entries, as Pillow's ``point`` takes them for an RGB image."""
+    darkness = (255 - np.arange(256)) / 255.0
+    page, ink = np.array(DARK_PAGE, float), np.array(DARK_INK, float)
+    return (page + darkness[:, None] * (ink - page)).round().astype(np.uint8)  # (256, 3)
+
+
+_DARK_LUT = _dark_lut()
+_GREY_POINT = [255 if v <= GREY_CHROMA else 0 for v in range(256)]
+
+
+def dark_image(light, keep_boxes):
+    """The dark theme's frame of a light one (Pillow RGB images): greys outside
+    ``keep_boxes`` get their lightness inverted into [DARK_PAGE, DARK_INK] (white paper ->
+    the dark page, black ink -> light ink); colours, and everything inside the boxes
+    (images: a heatmap's cells and their numbers), stay.
+
+    keep_boxes : (left, top, right, bottom) pixel boxes. All in Pillow's C loops: a frame
+    costs about as much as encoding its PNG.
+    """
+    r, g, b = light.split()
+    chroma = ImageChops.subtract(ImageChops.lighter(ImageChops.lighter(r, g), b),
+                                 ImageChops.darker(ImageChops.darker(r, g), b))
+    grey = chroma.point(_GREY_POINT)  # 255 where a pixel is a grey
+    draw = ImageDraw.Draw(grey)
+    for box in keep_boxes:
+        draw.rectangle(box, fill=0)
+    swapped = Image.merge("RGB", [g.point(_DARK_LUT[:, i].tolist()) for i in range(3)])
+    return Image.composite(swapped, light, grey)
+
+
+def dark_rgb(rgb, keep):
+    """:func:`dark_image` for arrays (a reference for tests): rgb (h, w, 3) uint8, keep
+    (h, w) bool (True: left as is). Returns a new (h, w, 3) uint8 array."""
+    r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
+    chroma = np.maximum(np.maximum(r, g), b) - np.minimum(np.minimum(r, g), b)
+    grey = (chroma <= GREY_CHROMA) & ~keep
+    out = np.array(rgb)
+    out[grey] = _DARK_LUT[g[grey]]
+    return out
+
+
+def image_boxes(figure):
+    """Pixel boxes (left, top, right, bottom; inclusive) of every visible image's window."""
+    height = figure.canvas.get_width_height(physical=True)[1]
+    boxes = []
+    for ax in figure.axes:
+        for im in ax.images:
+            box = type(ax.bbox).intersection(im.get_window_extent(), ax.bbox)
+            if im.get_visible() and box is not None:
+                boxes.append((int(np.floor(box.x0)), height - int(np.ceil(box.y1)),
+                              int(np.ceil(box.x1)) - 1, height - int(np.floor(box.y0)) - 1))
+    return boxes
+
+
+def dark_png(canvas, compress_level):
+    """The dark theme's PNG of an Agg canvas' current pixels (:func:`dark_image`)."""
+    rgba = canvas.buffer_rgba()
+    height, width = rgba.shape[:2]
+    light = Image.frombytes("RGB", (width, height), rgba, "raw", "RGBX")
+    out = io.BytesIO()
+    dark_image(light, image_boxes(canvas.figure)).save(
+        out, format="PNG", compress_level=compress_level, optimize=False)
+    return out.getvalue()
