@@ -189,18 +189,19 @@ def check_which_ablation(answer, table):
             wrong[option] = (f"ablating {name} leaves the second-copy loss within half a nat "
                              "of the unablated model's: without it the copy still works.")
         else:
-            wrong[option] = (f"ablating {name} does raise the second-copy loss, but the other "
-                             "ablation raises it about as much: look at both rows.")
+            wrong[option] = (f"ablating {name} does raise the second-copy loss, but so does "
+                             "the other ablation, about as much: look at both rows.")
     wrong["c"] = ("layer 2 does not find the copy on its own: an ablation in layer 1 raises "
                   "the second-copy loss by more than half a nat, and the one-layer models "
                   "never learn the copy.")
     wrong["d"] = ("not equally: one ablation raises the second-copy loss far more than the "
-                  "other, or neither raises it much." if expected != "c" else
+                  "other." if expected != "c" else
                   "neither ablation raises the second-copy loss by half a nat.")
     wrong.pop(expected)
     hint = ("the layer-2 head matches the current token against each key's *previous* "
             "token. Which layer-1 head writes that previous token into each position?")
+    why = ("Without the previous-token head the keys no longer know what came before them, "
+           "so the induction head cannot find the position after the earlier occurrence."
+           if expected == "a" else "")
     return check_choice(answer, expected, tuple(ABLATION_OPTIONS), hint=hint, wrong=wrong,
-                        why="Without the previous-token head the keys no longer know what "
-                            "came before them, so the induction head cannot find the "
-                            "position after the earlier occurrence.")
+                        why=why)
