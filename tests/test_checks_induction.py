@@ -45,7 +45,7 @@ def test_a_right_induction_score_passes():
     (same_token, "earlier occurrence itself"),
     (one_target, "only one target"),
     (lambda w, ids: 1 / 0, "raised ZeroDivisionError"),
-    (lambda w, ids: 0.5, "for each query i"),
+    (lambda w, ids: 0.5, "differs from the induction score"),
     (3.0, "function itself"),
 ])
 def test_induction_slips_get_their_hint(fn, words):
@@ -54,12 +54,19 @@ def test_induction_slips_get_their_hint(fn, words):
     assert words in feedback.message
 
 
+def test_the_hint_follows_on_request():
+    first = C.check_my_induction_score(lambda w, ids: 0.5)
+    assert "Hint:" not in first.message and "For each query i" in first.more
+    assert "For each query i" in C.check_my_induction_score(lambda w, ids: 0.5).message
+    assert "Average, over the queries" in C.check_prev_score(0.9, hint=True).message
+
+
 def test_the_cases_tell_the_slips_apart():
     """Each slip differs from the right score on at least one case (else its hint could
     never be reached and a wrong function could pass)."""
     for slip in (all_queries, same_token, one_target):
         assert any(not np.isclose(slip(w, ids), loop_induction_score(w, ids))
-                   for w, ids in C._score_cases()), slip.__name__
+                   for _, w, ids in C._score_cases()), slip.__name__
 
 
 def test_prev_score_against_a_loop_and_its_slips():

@@ -20,6 +20,7 @@ import nbformat
 import numpy as np
 import pytest
 
+import attn_core.checks.induction as induction
 from attn_core import checks, examples
 from attn_core.attention import attention, scores
 from attn_core.checks import cost, decoding, gpt, learning, practice, pretrained
@@ -581,6 +582,42 @@ MISCONCEPTIONS = {
         ("temperature multiplies", lambda: gpt.check_sampling_probs(probs_times_temperature),
          ["multiplies"]),
     ],
+    # 15 · induction heads
+    "check_prev_score": [
+        ("divided by all n rows", lambda: induction.check_prev_score(
+            round(_below15().sum() / len(_map15()), 2)), ["all n rows", "first query"]),
+        ("the sum, not the mean", lambda: induction.check_prev_score(
+            round(_below15().sum(), 2)), ["sum", "mean"]),
+        ("the diagonal (each query on itself)", lambda: induction.check_prev_score(
+            round(float(np.trace(_map15())) / len(_map15()), 2)), ["diagonal", "itself"]),
+        ("above the diagonal (the next key)", lambda: induction.check_prev_score(
+            round(float(np.mean([_map15()[i, i + 1] for i in range(len(_map15()) - 1)])), 2)),
+         ["next key"]),
+    ],
+    "check_my_induction_score": [
+        ("averaged over every query", lambda: induction.check_my_induction_score(
+            lambda w, ids: _score15(w, ids, every_query=True)), ["every query"]),
+        ("the earlier occurrence itself, not the token after it",
+         lambda: induction.check_my_induction_score(
+             lambda w, ids: _score15(w, ids, shift=0)), ["earlier occurrence itself"]),
+        ("only one target per query", lambda: induction.check_my_induction_score(
+            lambda w, ids: _score15(w, ids, largest_only=True)), ["only one target"]),
+        ("the query itself left out as a target", lambda: induction.check_my_induction_score(
+            lambda w, ids: _score15(w, ids, strictly_before=True)), ["query itself"]),
+        ("the stub left as it is", lambda: induction.check_my_induction_score(_stub15),
+         ["no answer yet", "notimplementederror"]),
+    ],
+    "check_which_ablation": [
+        ("the other layer-1 head", lambda: induction.check_which_ablation("b", _TABLE15),
+         ["other layer-1 head", "still works"]),
+        ("layer 2 finds the copy on its own", lambda: induction.check_which_ablation(
+            "c", _TABLE15), ["on its own", "one-layer"]),
+        ("both about equally", lambda: induction.check_which_ablation("d", _TABLE15),
+         ["not equally"]),
+        ("the previous-token head, where the table says otherwise",
+         lambda: induction.check_which_ablation("a", _TABLE15_CONTROL),
+         ["previous-token head", "still works"]),
+    ],
 }
 
 #: Notebook 13's exercises 1 and 2: the model's shape and its cache's number type.
@@ -661,6 +698,38 @@ def _count14(layers):
     v, c, d, f = 50, 32, 16, 64
     per_layer = 4 * d * d + 4 * d + d * f + f + f * d + d + 4 * d
     return v * d + c * d + layers * per_layer + 2 * d + d * v
+
+
+def _map15():
+    return induction.prev_score_map()
+
+
+def _below15():
+    w = _map15()
+    return np.array([w[i, i - 1] for i in range(1, len(w))])
+
+
+def _score15(w, ids, *, every_query=False, shift=1, largest_only=False, strictly_before=False):
+    """A wrong induction score of exercise 15.2, as loops: the weights on the key ``shift``
+    after each earlier occurrence of the query's token."""
+    per_query = []
+    for i in range(len(ids)):
+        keys = [j + shift for j in range(i) if ids[j] == ids[i]
+                and j + shift < (i if strictly_before else i + 1)]
+        weights = [w[i, k] for k in keys]
+        if weights or every_query:
+            per_query.append(max(weights) if largest_only and weights else sum(weights))
+    return float(np.mean(per_query))
+
+
+def _stub15(w, ids):
+    raise NotImplementedError
+
+
+#: Second-copy loss and induction score per ablation of 15 ex 3, made up: the previous-token
+#: head breaks the copy (answer a), or the control head does (answer b).
+_TABLE15 = {"none": (0.2, 0.9), "prev": (3.1, 0.2), "control": (0.3, 0.85)}
+_TABLE15_CONTROL = {"none": (0.2, 0.9), "prev": (0.3, 0.85), "control": (3.1, 0.2)}
 
 
 # --- the tests ------------------------------------------------------------------------------
