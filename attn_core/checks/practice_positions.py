@@ -149,8 +149,8 @@ SCHEMES = ("sinusoidal", "learned", "rope", "alibi")
 _LEFT_OUT = {
     "rope": "RoPE is missing: the query turned by m and the key turned by n meet in the dot "
             "product as one rotation by n - m, wherever the two are.",
-    "alibi": "ALiBi is missing: its bias is the slope times the distance m - n, and nothing "
-             "else about the positions.",
+    "alibi": "ALiBi is missing: its bias is minus the slope times the distance m - n, and "
+             "nothing else about the positions.",
 }
 _PUT_IN = {
     "sinusoidal": "Sinusoidal positions do not fit: the dot product of two position vectors "
