@@ -2,7 +2,7 @@
 
 The rule (issue 24): a check's inputs must tell apart every misconception its exercise is
 about, and each misconception has a test. The table below lists, for every exercise check of
-notebooks 01 to 14, the misconceptions of its exercise, each as a wrong answer (a number, a
+notebooks 01 to 16, the misconceptions of its exercise, each as a wrong answer (a number, a
 choice, or a wrong implementation written out here, independently of the check's own list of
 variants) and the words its feedback must hold to name that mistake. The first wrong try is
 what is judged (a fresh kernel: no earlier tries), so the mistake must be named before any
@@ -24,12 +24,14 @@ import attn_core.checks.induction as induction
 from attn_core import checks, examples
 from attn_core.attention import attention, scores
 from attn_core.checks import cost, decoding, gpt, learning, practice, pretrained
+from attn_core.checks import practice_positions as positions08b
+from attn_core.checks import todays_attention as today16
 from attn_core.flash import flash_attention_steps
 from attn_core.masks import causal_mask, padding_mask, window_mask
 from attn_core.softmax import softmax
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]*-*.ipynb"))  # 08b-positions too
 CHECK_CALL = re.compile(r"\b(check_\w+)\(")
 
 
@@ -154,6 +156,40 @@ def softmax_backward_no_average(p, grad_p):
 
 def softmax_backward_global_sum(p, grad_p):
     return p * (grad_p - (p * grad_p).sum())
+
+
+def turn_pairs(x, positions, base, *, exponent=lambda c, d: -2 * c / d, sign=1.0,
+               halves=False):
+    """RoPE by hand, pair by pair: features (2c, 2c + 1) (or c and c + d/2 with ``halves``)
+    turned by ``sign * position * base**exponent(c, d)``."""
+    x = np.array(x, dtype=float)
+    out, d = x.copy(), x.shape[-1]
+    for c in range(d // 2):
+        i, j = (c, c + d // 2) if halves else (2 * c, 2 * c + 1)
+        angle = sign * np.asarray(positions, dtype=float)[:, None] * base ** exponent(c, d)
+        a, b = x[..., i:i + 1], x[..., j:j + 1]
+        out[..., i:i + 1] = a * np.cos(angle) - b * np.sin(angle)
+        out[..., j:j + 1] = a * np.sin(angle) + b * np.cos(angle)
+    return out
+
+
+def rotary_wrong(*, turn="qk", at_arange=False, **how):
+    """A learner's rotary attention with one slip: ``turn`` names what is rotated,
+    ``at_arange`` ignores the positions passed in, ``how`` goes to :func:`turn_pairs`."""
+    def rotary_attention(q, k, v, positions, base=10000.0):
+        at = np.arange(q.shape[-2]) if at_arange else positions
+        q, k, v = (turn_pairs(x, at, base, **how) if name in turn else x
+                   for x, name in zip((q, k, v), "qkv"))
+        return stable(q @ t(k) / np.sqrt(q.shape[-1])) @ v
+    return rotary_attention
+
+
+def repeat_by_loop(k, groups, *, tiled=False, tokens=False):
+    """Key heads repeated for their query heads by a loop, with one slip."""
+    if tokens:
+        return np.stack([np.stack([row for row in head for _ in range(groups)]) for head in k])
+    n_kv = k.shape[0]
+    return np.stack([k[i % n_kv] if tiled else k[i // groups] for i in range(n_kv * groups)])
 
 
 # --- the table ------------------------------------------------------------------------------
@@ -618,12 +654,87 @@ MISCONCEPTIONS = {
          lambda: induction.check_which_ablation("a", _TABLE15_CONTROL),
          ["previous-token head", "still works"]),
     ],
+    # 08b · where am I? positions
+    "check_rotary_attention": [
+        (what, lambda how=how: positions08b.check_rotary_attention(rotary_wrong(**how)), words)
+        for what, how, words in (
+            ("GPT-NeoX's halves as the pairs", dict(halves=True), ["two halves"]),
+            ("the sine's sign flipped", dict(sign=-1.0), ["sign"]),
+            ("the frequencies of pair c + 1", dict(exponent=lambda c, d: -2 * (c + 1) / d),
+             ["off by one pair"]),
+            ("c counting features in the exponent", dict(exponent=lambda c, d: -c / d),
+             ["counts pairs"]),
+            ("the exponent -(2c + 1)/d", dict(exponent=lambda c, d: -(2 * c + 1) / d),
+             ["-(2c + 1)/d"]),
+            ("every pair at the same rate", dict(exponent=lambda c, d: 0.0), ["same rate"]),
+            ("the values rotated too", dict(turn="qkv"), ["values are rotated"]),
+            ("only the queries rotated", dict(turn="q"), ["only the queries"]),
+            ("only the keys rotated", dict(turn="k"), ["only the keys"]),
+            ("the positions taken as 0, 1, 2", dict(at_arange=True), ["positions passed in"]))
+    ],
+    "check_rope_wavelength": [
+        (what, lambda x=x: positions08b.check_rope_wavelength(round(x, 1), pair=1, d=64), words)
+        for what, x, words in (
+            ("one radian instead of a full turn", 1 / 10000 ** (-2 / 64), ["one radian"]),
+            ("the frequency times 2 pi", 2 * np.pi * 10000 ** (-2 / 64), ["multiplies"]),
+            ("a full turn of 360", 360 / 10000 ** (-2 / 64), ["radians"]),
+            ("pairs counted from 1 (pair 0's turn)", 2 * np.pi, ["pair 0", "from 0"]),
+            ("the next pair's turn", 2 * np.pi / 10000 ** (-4 / 64), ["next pair"]),
+            ("c counting features", 2 * np.pi / 10000 ** (-1 / 64), ["counts pairs"]))
+    ],
+    "check_which_depend_on_offset": [
+        ("RoPE alone", lambda: positions08b.check_which_depend_on_offset({"rope"}),
+         ["alibi is missing"]),
+        ("ALiBi alone", lambda: positions08b.check_which_depend_on_offset({"alibi"}),
+         ["rope is missing"]),
+        ("sinusoidal positions are relative (their dot product is)",
+         lambda: positions08b.check_which_depend_on_offset({"rope", "alibi", "sinusoidal"}),
+         ["sinusoidal", "added to the content"]),
+        ("a learned table is relative",
+         lambda: positions08b.check_which_depend_on_offset({"learned", "rope", "alibi"}),
+         ["learned", "one position alone"]),
+    ],
+    # 16 · today's attention
+    "check_gqa_cache_bytes": [
+        ("every query head cached (multi-head)", lambda: today16.check_gqa_cache_bytes(
+            2 * 80 * 64 * 4096 * 128 * 2, **EX16), ["multi-head"]),
+        ("keys only", lambda: today16.check_gqa_cache_bytes(80 * 8 * 4096 * 128 * 2, **EX16),
+         ["keys or the values"]),
+        ("numbers, not bytes", lambda: today16.check_gqa_cache_bytes(
+            2 * 80 * 8 * 4096 * 128, **EX16), ["count of numbers"]),
+        ("one layer", lambda: today16.check_gqa_cache_bytes(2 * 8 * 4096 * 128 * 2, **EX16),
+         ["one layer"]),
+        ("one token", lambda: today16.check_gqa_cache_bytes(2 * 80 * 8 * 128 * 2, **EX16),
+         ["one token"]),
+        ("in GiB", lambda: today16.check_gqa_cache_bytes(2 * 80 * 8 * 4096 * 128 * 2 / 2**30,
+                                                         **EX16), ["bytes, not gib"]),
+    ],
+    "check_receptive_field": [
+        ("one layer's window", lambda: today16.check_receptive_field(5, window=5, layers=6),
+         ["one layer"]),
+        ("windows side by side", lambda: today16.check_receptive_field(5 * 6, window=5, layers=6),
+         ["overlap"]),
+        ("the token itself left out", lambda: today16.check_receptive_field(
+            6 * 4, window=5, layers=6), ["itself"]),
+        ("the reach multiplies", lambda: today16.check_receptive_field(5**6, window=5, layers=6),
+         ["not by a factor"]),
+    ],
+    "check_repeat_kv": [
+        ("the heads tiled", lambda: today16.check_repeat_kv(
+            lambda k, groups: repeat_by_loop(k, groups, tiled=True)), ["tiles"]),
+        ("the tokens repeated", lambda: today16.check_repeat_kv(
+            lambda k, groups: repeat_by_loop(k, groups, tokens=True)), ["tokens are repeated"]),
+        ("nothing repeated", lambda: today16.check_repeat_kv(lambda k, groups: k),
+         ["nothing is repeated"]),
+    ],
 }
 
 #: Notebook 13's exercises 1 and 2: the model's shape and its cache's number type.
 BYTES13 = 4
 EX13 = dict(n=8192, layers=40, heads=40, d_head=128, dtype="float32")
 EX13B = dict(budget_bytes=20 * 2**30, layers=40, heads=40, d_head=128, dtype="float32")
+#: Notebook 16's exercise 1: Llama 2 70B's shape, 16-bit numbers.
+EX16 = dict(n=4096, layers=80, n_heads=64, n_kv_heads=8, d_head=128)
 #: Notebook 09's exercise 3: the seed of its inputs (both rows peak in different tiles).
 SEED09 = 35
 

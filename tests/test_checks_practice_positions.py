@@ -133,8 +133,12 @@ def test_which_depend_on_offset_check():
     assert check_which_depend_on_offset({"rope", "alibi"})
     assert check_which_depend_on_offset(["RoPE", "ALiBi"])
     too_many = check_which_depend_on_offset({"rope", "alibi", "sinusoidal"})
-    assert not too_many and "too many" in too_many.message
-    assert not check_which_depend_on_offset({"rope"})
+    assert not too_many and "sinusoidal positions do not fit" in too_many.message.lower()
+    learned = check_which_depend_on_offset({"rope", "alibi", "learned"})
+    assert not learned and "learned positions do not fit" in learned.message.lower()
+    only_rope = check_which_depend_on_offset({"rope"})
+    assert not only_rope and "ALiBi is missing" in only_rope.message
+    assert "RoPE is missing" in check_which_depend_on_offset({"alibi"}).message
     assert not check_which_depend_on_offset({"rotary"})
     assert not check_which_depend_on_offset(3)
     assert check_which_depend_on_offset(None).message.startswith(NO_ANSWER)

@@ -15,7 +15,15 @@ import numpy as np
 from .. import examples
 from ..attention import attention
 from ..positions import frequencies, rope
-from ._base import check_choice, not_yet, read_number, right, rounding_tolerance
+from ._base import (
+    check_choice,
+    check_number,
+    not_yet,
+    progressive,
+    read_number,
+    right,
+    rounding_tolerance,
+)
 from ._practice import Case, Mistake, judge
 
 __all__ = ["check_rope_wavelength", "check_rotary_attention", "check_which_depend_on_offset"]
@@ -37,6 +45,7 @@ def _rotary(q, k, v, positions, base=10000.0, *, scale=1.0, base_of=None, pairin
     return attention(*(turn(x) if name in which else x for x, name in zip((q, k, v), "qkv")))[0]
 
 
+@progressive
 def check_rotary_attention(fn):
     """Check ``fn(q, k, v, positions, base=10000.0)``: attention with RoPE on q and k.
 
@@ -67,8 +76,8 @@ def check_rotary_attention(fn):
         mistake("each pair turns the wrong way: the sine's sign is flipped. The new first "
                 "feature is a cos - b sin, the new second a sin + b cos.", scale=-1.0),
         # base**(-(2c + 2)/d) = base**(-2/d) * base**(-2c/d): every angle times base**(-2/d)
-        mistake("the frequencies are off by one pair: pair c turns by base**(-2c/d), so pair 0 "
-                "turns by 1 radian per position.",
+        mistake("the frequencies are off by one pair: pair c turns by base^(-2c/d) radians per "
+                "position, so pair 0 turns by 1 radian per position.",
                 scale=lambda p, base, d: p * base ** (-2 / d)),
         # base**(-c/d) = sqrt(base)**(-2c/d)
         mistake("the frequency exponent is off: it is -2c/d for pair c (c counts pairs, not "
@@ -82,63 +91,95 @@ def check_rotary_attention(fn):
         mistake("only the keys are rotated: rotate the queries the same way.", which="k"),
         mistake("the positions are taken as 0, 1, 2, ...: use the positions passed in.",
                 at="arange"),
-        mistake("every pair turns at the same rate: pair c's frequency is base**(-2c/d).",
+        mistake("every pair turns at the same rate: pair c's frequency is base^(-2c/d).",
                 base_of=lambda base: 1.0),
     ]
     return judge(fn, cases, mistakes, what="output",
-                 stub_hint="for each pair c of features (2c, 2c + 1) take the angle position * "
-                           "base**(-2c/d) and turn the pair by it (a 2-D rotation), for q and "
-                           "for k; then attend with attention(q_rot, k_rot, v).",
+                 stub_hint="for each pair c of features (2c, 2c + 1), take the angle "
+                           "position times base^(-2c/d) and turn the pair by it (a 2-D "
+                           "rotation), in every query and every key; then attend with the "
+                           "rotated queries and keys and the values as they are.",
                  shape_rule="the output has one row per query and as many columns as v, "
                             "(..., n, d_v)",
                  why="Each pair turned by its own angle, queries and keys only: your rotary "
                      "attention agrees with attn_core's rope, batched and at any positions.")
 
 
+@progressive
 def check_rope_wavelength(answer, pair, d, base=10000.0, decimals=1):
     """Exercise: how many positions pair ``pair`` of a ``d``-wide RoPE takes to turn once."""
     theta = frequencies(d, base)
-    hint = (f"pair c turns by base**(-2c/d) radians per position; a full turn is 2 pi radians. "
-            f"Give the number of positions to {decimals} decimal(s).")
+    places = f"{decimals} decimal{'' if decimals == 1 else 's'}"
+    hint = (f"pair c turns by theta_c = base^(-2c/d) radians per position, and a full turn is "
+            f"2 pi radians; give the number of positions to {places}.")
     got, feedback = read_number(answer, hint)
     if feedback is not None:
         return feedback
-    expected = 2 * np.pi / theta[pair]
     tol = rounding_tolerance(decimals)
-    if abs(got - 1 / theta[pair]) <= tol:
-        return not_yet(f"that is one radian's worth of positions; a full turn is 2 pi radians. "
-                       f"{hint}")
-    if pair + 1 < theta.size and abs(got - 2 * np.pi / theta[pair + 1]) <= tol:
-        return not_yet(f"that is the next pair's turn: count pairs from c = 0. {hint}")
-    if abs(got - expected) > tol:
-        return not_yet(hint)
-    return right(f"pair {pair} repeats every 2 pi / theta_c positions; the slow pairs repeat "
-                 f"only after thousands of positions, so far-apart tokens stay distinguishable.")
+    # each misconception's number, computed from the same frequencies (c counted from 0)
+    slips = [(1 / theta[pair], "that is one radian's worth of positions; a full turn is 2 pi "
+                               "radians."),
+             (2 * np.pi * theta[pair], "that multiplies by the frequency: the positions of one "
+                                       "turn are the full angle divided by the angle of one "
+                                       "position."),
+             (2 * np.pi / base ** (-pair / d), "that uses the exponent -c/d: it is -2c/d, c "
+                                               "counts pairs, not features."),
+             (360 / theta[pair], "that counts the full turn as 360: the angles of RoPE are in "
+                                 "radians.")]
+    if pair + 1 < theta.size:
+        slips.append((2 * np.pi / theta[pair + 1], "that is the next pair's turn: count pairs "
+                                                   "from c = 0."))
+    if pair > 0:
+        slips.append((2 * np.pi / theta[pair - 1], f"that is the turn of pair {pair - 1}: pair "
+                                                   f"c = {pair} is features {2 * pair} and "
+                                                   f"{2 * pair + 1}, counted from 0."))
+    for value, wrong in slips:
+        if abs(got - value) <= tol and abs(value - 2 * np.pi / theta[pair]) > tol:
+            return not_yet(wrong, hint)
+    return check_number(got, 2 * np.pi / theta[pair], hint=hint, atol=tol,
+                        why=f"pair {pair} repeats every 2 pi / theta_c positions; the slow pairs "
+                            "repeat only after thousands of positions, so far-apart tokens stay "
+                            "distinguishable.")
 
 
 #: The schemes of exercise 3: where each puts the position.
 SCHEMES = ("sinusoidal", "learned", "rope", "alibi")
 
+#: Exercise 3: what is wrong with leaving a scheme out (it sees only offsets) or putting it in.
+_LEFT_OUT = {
+    "rope": "RoPE is missing: the query turned by m and the key turned by n meet in the dot "
+            "product as one rotation by n - m, wherever the two are.",
+    "alibi": "ALiBi is missing: its bias is minus the slope times the distance m - n, and "
+             "nothing else about the positions.",
+}
+_PUT_IN = {
+    "sinusoidal": "Sinusoidal positions do not fit: the dot product of two position vectors "
+                  "depends only on m - n, but they are added to the content before W_q and W_k, "
+                  "so the score keeps terms with one position alone.",
+    "learned": "Learned positions do not fit: a vector of the table is added to the content at "
+               "each place, so the score keeps terms with one position alone.",
+}
 
+
+@progressive
 def check_which_depend_on_offset(answer):
     """Exercise: which schemes give a score that depends only on the query-key offset (and
     on content), whatever the absolute positions? Answer: a set of names from SCHEMES."""
     hint = ("write the score of a query at position m and a key at n under each scheme: for "
-            "added vectors, (x_m + p_m) W_q . (x_n + p_n) W_k has terms with p_m and p_n "
+            "added vectors, (x_m + p_m) W_q · (x_n + p_n) W_k has terms with p_m and p_n "
             "alone; a rotation or a bias by (m - n) has none.")
     if answer is None or answer is Ellipsis:
         return check_choice(answer, None, SCHEMES, hint=hint)
     try:
         got = {str(a).strip().lower() for a in answer}
     except TypeError:
-        return not_yet(f"answer with a set of names such as {{'rope'}}. {hint}")
+        return not_yet("answer with a set of names, such as {'rope'}.", hint)
     if not got <= set(SCHEMES):
-        return not_yet(f"use names among {list(SCHEMES)}. {hint}")
+        return not_yet(f"use names among {list(SCHEMES)}.", hint)
     # RoPE: R(m)^T R(n) = R(n - m) (tests/test_positions.py); ALiBi: - slope (m - n)
-    offset_only = {"rope", "alibi"}
-    if got == offset_only:
+    wrong = ([why for name, why in _LEFT_OUT.items() if name not in got]
+             + [why for name, why in _PUT_IN.items() if name in got])
+    if not wrong:
         return right("RoPE and ALiBi see only m - n; added positions (fixed or learned) leave "
                      "terms in the score that depend on where the query and key are.")
-    if got >= offset_only:
-        return not_yet(f"one of those is too many. {hint}")
-    return not_yet(hint)
+    return not_yet(" ".join(wrong), hint)
