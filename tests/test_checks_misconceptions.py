@@ -12,6 +12,8 @@ hint is shown.
 when an exercise's check has no entry here: a new exercise cannot slip past the rule.
 """
 
+import contextlib
+import io
 import re
 from functools import cache, lru_cache
 from pathlib import Path
@@ -61,17 +63,20 @@ def notebook_names(stem):
     explorers skipped): the exercises' own inputs."""
     nb = nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", as_version=4)
     space = {}
-    for cell in nb.cells:
-        if "exercise" in cell.metadata.get("tags", []):
-            break
-        if cell.cell_type != "code" or "explorer(" in cell.source:
-            continue
-        source = "\n".join(line for line in cell.source.splitlines()
-                           if not line.lstrip().startswith(("%", "!")))
-        try:
-            exec(compile(source, f"{stem}", "exec"), space)  # noqa: S102 - the course's code
-        except Exception:  # a figure cell: its names are not the exercises' inputs
-            continue
+    # The setup cells set numpy's print options: restored afterwards, or every doctest that
+    # runs later in this process prints differently.
+    with np.printoptions(), contextlib.redirect_stdout(io.StringIO()):
+        for cell in nb.cells:
+            if "exercise" in cell.metadata.get("tags", []):
+                break
+            if cell.cell_type != "code" or "explorer(" in cell.source:
+                continue
+            source = "\n".join(line for line in cell.source.splitlines()
+                               if not line.lstrip().startswith(("%", "!")))
+            try:
+                exec(compile(source, f"{stem}", "exec"), space)  # noqa: S102 - the course's code
+            except Exception:  # a figure cell: its names are not the exercises' inputs
+                continue
     return space
 
 

@@ -40,9 +40,11 @@ def checks_in(nb):
             continue
         for source in (cell.source, *(c.source for c in cells[i + 1:i + 3] if
                                       c.cell_type == "code")):
-            last = source.strip().splitlines()[-1]
-            if re.match(r"check_\w+\(", last):
-                names.append(last.split("(")[0])
+            # the last statement starting a line with check_...( (a call may wrap lines)
+            calls = re.findall(r"^(check_\w+)\(", source, re.M)
+            rest = source.split(calls[-1] + "(")[-1].partition("\n")[2] if calls else ""
+            if calls and not re.search(r"^\S", rest, re.M):  # nothing after it at the top level
+                names.append(calls[-1])
                 break
     return names
 
