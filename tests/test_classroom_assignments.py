@@ -72,6 +72,8 @@ def test_every_exercise_becomes_an_answer_and_a_graded_test(path, whole):
         assert "check_" not in answer.source.split(A.END_SOLUTION)[1]
         # The test cell calls the course's check and is worth the table's points.
         assert f"feedback = {name}(" in test.source
+        # graded once: the feedback gives the hint with the diagnosis, never "ask again"
+        assert "hint=True)" in test.source
         assert grader(test)["points"] == A.POINTS.get(name, 1) == points[grader(test)["grade_id"]]
         assert grader(test)["locked"] and not grader(test)["solution"]
         # A value answer's check is hidden; a function's check is visible.
@@ -127,7 +129,7 @@ def test_a_changed_exercise_changes_the_generated_assignment():
     assert len(before.cells) == len(after.cells)
     assert len(diff) == 2, diff
     assert "# a changed solution line" in diff[0][1] and A.BEGIN_SOLUTION in diff[0][1]
-    assert "window=2)" in diff[1][1] and "window=3)" in diff[1][0]
+    assert "window=2, hint=True)" in diff[1][1] and "window=3, hint=True)" in diff[1][0]
 
 
 def test_writes_the_course_source_folder(tmp_path):

@@ -120,8 +120,18 @@ def gives_answer_away(stub):
     return any(PLACEHOLDER.match(line) for line in stub.splitlines())
 
 
+def graded_call(call):
+    """The check call with ``hint=True``: a graded answer is the student's last try, so its
+    feedback names the mistake and gives the hint at once (the course's checks otherwise hold
+    the hint back until a second try)."""
+    if not call.endswith(")"):
+        raise ValueError(f"call must be a check call ending in ')', got {call!r}")
+    head = call[:-1].rstrip().rstrip(",")
+    return f"{head}hint=True)" if head.endswith("(") else f"{head}, hint=True)"
+
+
 def test_source(call, checked, hidden):
-    verdict = VERDICT.format(call=call)
+    verdict = VERDICT.format(call=graded_call(call))
     if not hidden:
         return verdict
     return "\n".join([PRESENCE.format(name=checked), BEGIN_HIDDEN, verdict, END_HIDDEN])
