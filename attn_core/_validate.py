@@ -197,6 +197,15 @@ def _is_int(value):
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
+def check_seed(seed, name="seed"):
+    """A seed for ``np.random.default_rng``: an int >= 0 (the explorers', the GPT's)."""
+    if not _is_int(seed):
+        raise TypeError(f"{name} must be an int >= 0, got {type(seed).__name__} {seed!r}")
+    if seed < 0:
+        raise ValueError(f"{name} must be an int >= 0, got {seed}")
+    return int(seed)
+
+
 def check_positive_number(value, name, *, expected="a positive real number"):
     """Return ``value`` as a float after checking it is a real, finite number > 0.
 

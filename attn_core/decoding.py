@@ -18,7 +18,8 @@ Two variants of today's models, both options of this one cache:
   attention under ``masks.window_mask`` (or that mask or the first ``n_sink`` keys), and the
   memory stays bounded by ``n_sink + window`` tokens however long the text.
 
-Pure maths: the cache is an immutable pair of read-only arrays; appending returns a new cache.
+Pure maths: the cache is an immutable pair of arrays (no one can make them writeable again);
+appending returns a new cache.
 """
 
 from __future__ import annotations
@@ -52,9 +53,10 @@ class KVCache:
     seen : int -- tokens appended so far (``length`` plus those evicted); the next token's
         position
 
-    Both arrays are read-only views that the cache owns (``cache.keys[0, 0] = 1.0`` raises
-    ValueError); the arrays passed in are not frozen, so build a cache with
-    :func:`empty_cache` and :func:`append_kv`, which hand it arrays no one else holds.
+    Both arrays are read-only and stay so: they are views of an immutable ``bytes`` buffer
+    the cache owns (``cache.keys[0, 0] = 1.0`` raises ValueError, and so does
+    ``cache.keys.flags.writeable = True``). The arrays passed in are copied once (a cache's
+    own arrays are not copied again), never frozen: the caller may go on changing them.
     """
 
     keys: np.ndarray
@@ -65,7 +67,7 @@ class KVCache:
 
     def __post_init__(self):
         for name in ("keys", "values"):
-            object.__setattr__(self, name, _read_only_view(getattr(self, name)))
+            object.__setattr__(self, name, _immutable(getattr(self, name)))
         if self.seen is None:
             object.__setattr__(self, "seen", self.keys.shape[-2])
 
@@ -80,11 +82,17 @@ class KVCache:
         return self.keys.nbytes + self.values.nbytes
 
 
-def _read_only_view(x):
-    """A read-only view of ``x`` as an ndarray; ``x`` itself stays writeable."""
-    view = np.asarray(x).view()
-    view.flags.writeable = False
-    return view
+def _immutable(x):
+    """``x`` as an ndarray that no one can write, nor make writeable again: a view of an
+    immutable ``bytes`` copy of ``x`` (``x`` itself as it is when it is such a view already)."""
+    x = np.asarray(x)
+    base = x
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, bytes):  # a cache's own array (e.g. kept whole by an eviction)
+        return x
+    # (..., t, d): numpy cannot make an array over a bytes object writeable
+    return np.frombuffer(np.ascontiguousarray(x).tobytes(), dtype=x.dtype).reshape(x.shape)
 
 
 def empty_cache(d_k, d_v=None, batch=(), dtype="float64", window=None, n_sink=0):

@@ -19,7 +19,9 @@ Two modes, chosen by ``CLASSROOM_CLASS_GROUP``:
   server reads ``STATE/jupyter/nbgrader_config.py`` (written here): the course id
   ``CLASSROOM_COURSE`` ("attention"), the exchange ``STATE/exchange`` (1777) and each user's
   course directory ``~/course`` (the teacher's holds the source assignments, the gradebook and
-  the hidden tests). Students fetch and submit in JupyterLab's Assignments panel.
+  the hidden tests). Students fetch and submit in JupyterLab's Assignments panel. In the class
+  mode the exchange is classroom/class_exchange.py's: a submission is readable by its author
+  and the teacher only, and ``collect`` takes it only when its owner is the student it names.
 * Hub, proxy and every student's server listen on 127.0.0.1 only.
 * The students' kernel is the course's pinned environment: the single-user server runs from
   ``classroom/.venv`` (requirements.txt + JupyterHub + nbgitpuller + nbgrader, built by
@@ -32,6 +34,7 @@ Two modes, chosen by ``CLASSROOM_CLASS_GROUP``:
 """
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -97,8 +100,19 @@ c.CourseDirectory.course_id = {os.environ.get("CLASSROOM_COURSE", "attention")!r
 c.CourseDirectory.root = str(Path.home() / "course")
 c.Exchange.root = {str(EXCHANGE)!r}
 c.Exchange.path_includes_course = True
-""", encoding="utf-8")
+""" + (f"""
+# The class mode: submissions private to their author and the teacher, collected only when
+# their owner is the student they name (classroom/class_exchange.py, copied next to this file).
+import sys
+sys.path.insert(0, {str(NBGRADER_CONFIG)!r})
+c.ExchangeFactory.release_assignment = "class_exchange.PrivateRelease"
+c.ExchangeFactory.submit = "class_exchange.PrivateSubmit"
+c.ExchangeFactory.collect = "class_exchange.OwnerCheckedCollect"
+""" if CLASS_GROUP else ""), encoding="utf-8")
 os.chmod(NBGRADER_CONFIG / "nbgrader_config.py", 0o644)
+if CLASS_GROUP:
+    shutil.copyfile(HERE / "class_exchange.py", NBGRADER_CONFIG / "class_exchange.py")
+    os.chmod(NBGRADER_CONFIG / "class_exchange.py", 0o644)
 
 # --- the students' servers ------------------------------------------------------------------
 c.Spawner.cmd = [str(VENV_BIN / "jupyterhub-singleuser")]

@@ -191,6 +191,51 @@ def test_the_callers_arrays_are_not_frozen():
     assert c.keys[0, 0] == 1.0  # ... without changing the cache
     keys, values = np.zeros((1, 2)), np.zeros((1, 3))
     direct = KVCache(keys, values)
-    keys[0, 0] = 5.0  # a cache built directly is a read-only view, not a freeze of the input
+    keys[0, 0] = 5.0  # a cache built directly holds a copy, not a freeze of the input
     assert keys.flags.writeable and values.flags.writeable
     assert not direct.keys.flags.writeable and not direct.values.flags.writeable
+    assert direct.keys[0, 0] == 0.0
+
+
+def _roots(x):
+    """The arrays and buffer under ``x`` (its base chain)."""
+    out = [x]
+    while isinstance(out[-1], np.ndarray) and out[-1].base is not None:
+        out.append(out[-1].base)
+    return out
+
+
+@pytest.mark.parametrize("make", [
+    lambda: append_kv(empty_cache(2), [[1.0, 2.0]], [[3.0, 4.0]]),
+    lambda: KVCache(np.ones((1, 2)), np.ones((1, 2))),
+    lambda: append_kv(append_kv(empty_cache(2, window=1, n_sink=1), [[1.0, 2.0]],
+                                [[3.0, 4.0]]), [[5.0, 6.0]], [[7.0, 8.0]]),
+    lambda: empty_cache(3, batch=(2,)),
+], ids=["appended", "direct", "rolling", "empty"])
+def test_no_one_can_make_the_cache_writeable_again(make):
+    """Setting the flag back (on the array or anything under it) must fail: a cache is
+    immutable, not only read-only by default."""
+    c = make()
+    before = (c.keys.copy(), c.values.copy())
+    for arr in (c.keys, c.values):
+        for under in _roots(arr):
+            if isinstance(under, np.ndarray):
+                with pytest.raises(ValueError, match="WRITEABLE"):
+                    under.flags.writeable = True
+            else:  # the buffer at the bottom is immutable bytes
+                assert isinstance(under, bytes)
+        with pytest.raises(ValueError, match="read-only"):
+            arr[...] = 9.0
+    assert np.array_equal(c.keys, before[0]) and np.array_equal(c.values, before[1])
+
+
+def test_a_cache_holds_one_copy_of_its_tokens():
+    """Immutability costs no second copy per array: the bytes under each array are as many
+    as the array's, and a cache rebuilt from a cache's arrays shares them."""
+    c = empty_cache(4, batch=(3,))
+    for t in range(5):
+        c = append_kv(c, np.full((3, 1, 4), t, float), np.full((3, 1, 4), -t, float))
+    for arr in (c.keys, c.values):
+        assert len(_roots(arr)[-1]) == arr.nbytes
+    again = KVCache(c.keys, c.values)
+    assert np.shares_memory(again.keys, c.keys) and np.shares_memory(again.values, c.values)

@@ -97,3 +97,76 @@ def test_vocabulary_and_metadata_problems(saved, tmp_path):
     with pytest.raises(ValueError, match=r"missing \['w_unembed'\]"):
         save_checkpoint(tmp_path / "x.npz", {k: v for k, v in params.items()
                                              if k != "w_unembed"}, CONFIG, VOCAB)
+
+
+@pytest.mark.parametrize("version", ["missing", FORMAT_VERSION - 1, True, str(FORMAT_VERSION)])
+def test_a_missing_or_older_format_version_is_refused(saved, version):
+    path, _ = saved
+
+    def edit(meta):
+        if version == "missing":
+            meta.pop("format_version")
+        else:
+            meta["format_version"] = version
+
+    with pytest.raises(ValueError, match="checkpoint format version .*reads version"):
+        load_checkpoint(_rewrite(path, edit_meta=edit))
+
+
+def _hostile_files(path, tmp_path):
+    """Files that are not checkpoints of the course: (label, path)."""
+    data = path.read_bytes()
+    out = []
+    truncated = tmp_path / "truncated.npz"
+    truncated.write_bytes(data[: len(data) // 2])
+    out.append(("truncated", truncated))
+    noise = tmp_path / "noise.npz"
+    noise.write_bytes(np.random.default_rng(0).bytes(4096))
+    out.append(("random bytes", noise))
+    with np.load(path) as f:
+        arrays = {k: f[k] for k in f.files if k != "__meta__"}
+    not_json = tmp_path / "not-json.npz"
+    np.savez(not_json, **arrays, __meta__=np.array("{format_version: 1"))
+    out.append(("metadata not JSON", not_json))
+    listed = tmp_path / "list-meta.npz"
+    np.savez(listed, **arrays, __meta__=np.array("[1, 2]"))
+    out.append(("metadata a JSON list", listed))
+    pickled = tmp_path / "pickled.npz"
+    np.savez(pickled, **arrays, __meta__=np.array([{"format_version": 1}], dtype=object))
+    out.append(("pickled metadata", pickled))
+    single = tmp_path / "single.npy"
+    np.save(single, np.zeros(3))
+    out.append(("a single .npy array", single))
+    return out
+
+
+def test_files_that_are_not_checkpoints_are_named_and_never_unpickled(saved, tmp_path):
+    path, _ = saved
+    for label, bad in _hostile_files(path, tmp_path):
+        with pytest.raises(ValueError) as info:
+            load_checkpoint(bad)
+        message = str(info.value)
+        assert str(bad) in message, (label, message)
+        assert "not a checkpoint of this course" in message, (label, message)
+        assert "Traceback" not in message
+    with pytest.raises(TypeError, match="path must be a file path"):
+        load_checkpoint(3)
+    with pytest.raises(FileNotFoundError, match="no checkpoint file at"):
+        load_checkpoint(tmp_path / "absent.npz")
+
+
+def test_loading_never_allows_pickles(saved, tmp_path, monkeypatch):
+    """A loader that passed allow_pickle=True would run a pickle's code: load_checkpoint must
+    ask numpy for plain arrays only, whatever the file holds."""
+    import attn_core.nn.checkpoint as module
+
+    seen = []
+    real = np.load
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("allow_pickle"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module.np, "load", spy)
+    load_checkpoint(saved[0])
+    assert seen == [False]

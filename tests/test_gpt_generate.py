@@ -203,3 +203,27 @@ def test_bad_prompt_and_params():
     with pytest.raises(ValueError, match=r"params\['wte'\] must have shape"):
         generate(bad, CONFIG, np.array([1]), 2)
     assert generate(params, CONFIG, np.array([1]), 0).new_ids.shape == (0,)
+
+
+def test_a_tiny_temperature_with_far_apart_logits_is_the_argmax_without_warnings():
+    z = np.array([0.0, -1e10, 30.0, -3e5])
+    with np.errstate(all="raise"):  # an overflow (to -inf) would raise here
+        assert next_token_probs(z, 1e-300).tolist() == [0, 0, 1, 0]
+        assert next_token_probs(np.stack([z, z[::-1]]), 5e-324, top_k=2).tolist() == [
+            [0, 0, 1, 0], [0, 1, 0, 0]]
+
+
+def test_an_endless_length_and_a_bad_seed_are_refused_naming_them():
+    from attn_core.nn.generate import MAX_NEW_TOKENS
+
+    params = _params()
+    with pytest.raises(ValueError, match=f"n_new must lie in 0..{MAX_NEW_TOKENS}.*got "
+                                         f"{10**12}"):
+        generate(params, CONFIG, np.array([1]), 10**12)
+    with pytest.raises(ValueError, match="n_new must lie in"):
+        generate(params, CONFIG, np.array([1]), MAX_NEW_TOKENS + 1)
+    for seed, error in (("abc", TypeError), (1.5, TypeError), (True, TypeError), (-1, ValueError),
+                        (None, TypeError)):
+        with pytest.raises(error, match="seed must be an int >= 0"):
+            generate(params, CONFIG, np.array([1]), 2, seed=seed)
+    assert generate(params, CONFIG, np.array([1]), 2, seed=np.int64(3)).new_ids.shape == (2,)

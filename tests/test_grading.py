@@ -17,7 +17,12 @@ the contents API, as JupyterLab's Save does:
 * the feedback HTML names the mistakes in the checks' words;
 * code run in a student's kernel (as that student) tries to read another's home and
   submission, the hidden tests, the gradebook and the hub's database, and to log in as
-  someone else, and fails at each.
+  someone else, and fails at each; it tries to read, change and delete another's submission in
+  the exchange (knowing its folder's name), and fails; it forges a submission in another's name
+  (nbgrader's ``--student``), which ``collect`` refuses (classroom/class_exchange.py);
+* the class's access rules: only the class's group logs in (a user of the machine outside it,
+  with the right password, does not), the exchange and its inbound folder carry the sticky bit,
+  submissions, homes and the hub's database are closed to others.
 
 Needs root (it creates and removes system users: always, also when a step fails) and
 ``make classroom-env``; skipped without them, and fails under CI=true.
@@ -137,12 +142,14 @@ def graded_class():
     prefix = "g" + secrets.token_hex(3)  # unique per run: never someone else's account
     group, teacher_name = f"{prefix}class", f"{prefix}teacher"
     names = [f"{prefix}s{i}" for i in range(5)]
+    outsider, outside_group = f"{prefix}x", f"{prefix}other"  # a user of the machine, not the class
     root = Path(tempfile.mkdtemp(prefix="attn-grading-", dir="/tmp"))  # not under 0700 tmp dirs
     hub = None
     kernels = []
     opened = []
     try:
         passwords = U.add_users(root, group, [teacher_name, *names])
+        passwords.update(U.add_users(root, outside_group, [outsider]))
         # The class's servers run classroom/.venv and attn_core from this checkout: if it is
         # under a folder others may not pass (root's home), let the class's group pass, for now.
         opened = U.grant_traverse(group, ROOT)
@@ -177,6 +184,12 @@ def graded_class():
         for i in range(3):
             answer(students[i], listed[i], ANSWERS[i])
             assert students[i].assignments("submit", ASSIGNMENT)["success"]
+        # Student 1 forges a later submission in student 2's name (their own answers, which
+        # score more than student 2's empty notebook): nbgrader's own option for it.
+        forger = open_kernel(students[1], "forge.ipynb")
+        kernels.append(forger)
+        time.sleep(1.1)
+        log.append(shell(forger, "nbgrader", "submit", ASSIGNMENT, f"--student={names[2]}"))
         # The due date: now; student 3 submits after it.
         time.sleep(1.5)
         due = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -201,7 +214,8 @@ def graded_class():
         record(gradebook, feedback, students, autograde_seconds)
         yield {"hub": hub, "teacher": teacher, "students": students, "passwords": passwords,
                "root": root, "gradebook": gradebook, "feedback": feedback, "log": log,
-               "autograde_seconds": autograde_seconds, "kernels": kernels, "prefix": prefix}
+               "autograde_seconds": autograde_seconds, "kernels": kernels, "prefix": prefix,
+               "outsider": outsider}
     except Exception:
         if hub is not None:
             print(hub.log_tail())
@@ -219,6 +233,7 @@ def graded_class():
             hub.stop()
         U.revoke_traverse(group, opened)
         U.remove_users(group, [teacher_name, *names])
+        U.remove_users(outside_group, [outsider])
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -379,3 +394,106 @@ def test_homes_are_private_and_the_class_users_are_real(graded_class):
         mode = stat.S_IMODE(os.stat(entry.pw_dir).st_mode)
         assert mode & 0o077 == 0, (user.name, oct(mode))
         assert os.stat(entry.pw_dir).st_uid == entry.pw_uid
+
+
+def inbound(graded_class):
+    return graded_class["root"] / "exchange" / "attention" / "inbound"
+
+
+def entries_of(graded_class, name):
+    return sorted(inbound(graded_class).glob(f"{name}+{ASSIGNMENT}+*"))
+
+
+TAMPER = """\
+import json, os, shutil
+out = {{}}
+def attempt(name, fn):
+    try:
+        fn()
+        out[name] = "DONE"
+    except (PermissionError, FileNotFoundError) as e:
+        out[name] = type(e).__name__
+entry = {entry!r}
+attempt("list", lambda: os.listdir(entry))
+attempt("read", lambda: open(os.path.join(entry, {notebook!r})).read())
+attempt("overwrite", lambda: open(os.path.join(entry, {notebook!r}), "w").write("{{}}"))
+attempt("add a file", lambda: open(os.path.join(entry, "extra.txt"), "w").write("x"))
+attempt("rename away", lambda: os.rename(entry, entry + "-gone"))
+attempt("delete", lambda: shutil.rmtree(entry))
+print(json.dumps(out))
+"""
+
+
+def test_a_student_cannot_read_change_or_delete_anothers_submission(graded_class):
+    students = graded_class["students"]
+    me, other = students[3], students[0]
+    (entry,) = entries_of(graded_class, other.name)
+    before = {p.name: p.read_bytes() for p in entry.iterdir()}
+    kernel = open_kernel(me, "tamper.ipynb")
+    graded_class["kernels"].append(kernel)
+    got = json.loads(run_in(kernel, TAMPER.format(entry=str(entry), notebook=NOTEBOOK.name))
+                     .strip().splitlines()[-1])
+    print(got)
+    for key in ("list", "read", "overwrite", "add a file", "rename away", "delete"):
+        assert got[key] == "PermissionError", (key, got[key])
+    assert {p.name: p.read_bytes() for p in entry.iterdir()} == before
+
+
+def test_a_forged_submission_is_not_collected(graded_class):
+    import pwd
+
+    students, teacher = graded_class["students"], graded_class["teacher"]
+    victim, forger = students[2], students[1]
+    entries = entries_of(graded_class, victim.name)
+    owners = {pwd.getpwuid(e.stat().st_uid).pw_name: e for e in entries}
+    assert set(owners) == {victim.name, forger.name}  # the forgery is there, under the name
+    genuine = (owners[victim.name] / "timestamp.txt").read_text(encoding="utf-8")
+    forged = (owners[forger.name] / "timestamp.txt").read_text(encoding="utf-8")
+    assert forged > genuine  # it is the newer: collect would take it, were it not refused
+    collected = teacher.home / "course" / "submitted" / victim.name / ASSIGNMENT
+    assert (collected / "timestamp.txt").read_text(encoding="utf-8") == genuine
+    assert graded_class["gradebook"][victim.name]["score"] == 0  # their own, empty, notebook
+    collect_log = next(text for text in graded_class["log"] if "Not collected" in text)
+    assert owners[forger.name].name in collect_log and forger.name in collect_log
+
+
+def test_the_class_access_rules(graded_class):
+    import pwd
+    import stat
+
+    root, teacher = graded_class["root"], graded_class["teacher"]
+    mode = stat.S_IMODE(os.stat(root / "exchange").st_mode)
+    assert mode == 0o1777, oct(mode)  # anyone creates, only an entry's owner removes it
+    box = inbound(graded_class)
+    info = os.stat(box)
+    owner = pwd.getpwnam(teacher.name)
+    assert stat.S_IMODE(info.st_mode) == 0o3733, oct(info.st_mode)  # sticky, setgid, unlistable
+    assert (info.st_uid, info.st_gid) == (owner.pw_uid, owner.pw_gid)
+    import grp
+
+    assert grp.getgrgid(owner.pw_gid).gr_mem == [] and not [
+        u for u in pwd.getpwall() if u.pw_gid == owner.pw_gid and u.pw_name != teacher.name]
+    for i in range(4):
+        student = graded_class["students"][i]
+        for entry in entries_of(graded_class, student.name):
+            for path in [entry, *entry.rglob("*")]:
+                item = os.lstat(path)
+                assert item.st_mode & 0o007 == 0, (path, oct(item.st_mode))  # nothing for others
+                assert item.st_gid == owner.pw_gid and not item.st_mode & 0o020, path
+    hubdb = os.stat(root / "jupyterhub.sqlite")
+    assert hubdb.st_uid == 0 and hubdb.st_mode & 0o077 == 0, oct(hubdb.st_mode)
+    # Who may log in: a user of the machine outside the class's group, with their right
+    # password, is refused; a student of the class gets in (the fixture logged them all in).
+    outsider = graded_class["outsider"]
+    import requests
+
+    refused = H.login_form(requests.Session(), graded_class["hub"].url, outsider,
+                           graded_class["passwords"][outsider])
+    assert refused.status_code != 302
+    let_in = H.login_form(requests.Session(), graded_class["hub"].url, students_name(graded_class),
+                          graded_class["passwords"][students_name(graded_class)])
+    assert let_in.status_code == 302
+
+
+def students_name(graded_class):
+    return graded_class["students"][4].name

@@ -13,7 +13,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from .._validate import as_float_array, check_bool, check_option
+from .._validate import as_float_array, check_bool, check_option, check_seed
 
 __all__ = ["check_bool", "check_int", "check_matrix", "check_number", "check_option",
            "check_seed"]
@@ -40,15 +40,6 @@ def check_number(value, name, low, high, why=""):
     if not (math.isfinite(value) and low <= value <= high):
         raise ValueError(f"{name} must be from {low:.3g} to {high:.3g}{why}, got {value:g}")
     return value
-
-
-def check_seed(seed):
-    """A seed for :func:`attn_core.examples.rng`: an int >= 0."""
-    if not _is_int(seed):
-        raise TypeError(f"seed must be an int >= 0, got {type(seed).__name__}")
-    if seed < 0:
-        raise ValueError(f"seed must be an int >= 0, got {seed}")
-    return int(seed)
 
 
 def check_matrix(x, name, layout, value_range, what, max_rows=None, max_cols=None):

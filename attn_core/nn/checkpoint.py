@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import zipfile
+import zlib
 from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
 
 import numpy as np
@@ -97,18 +100,40 @@ def save_checkpoint(path, params, config, vocab, meta=None):
 def load_checkpoint(path=None):
     """The checkpoint at ``path`` (default: the stored full run, :data:`CHECKPOINT_PATH`).
 
-    Raises a ValueError naming what is wrong: no metadata, another format version, missing
-    or unexpected parameters, a parameter of the wrong shape, a vocabulary that does not
-    match the config.
+    Raises a ValueError naming the file and what is wrong: not an .npz of plain arrays
+    (random bytes, a truncated file, pickled objects: never unpickled), metadata that is not
+    JSON, a missing or another format version, missing or unexpected parameters, a parameter
+    of the wrong shape, a vocabulary that does not match the config.
     """
+    if path is not None and not isinstance(path, (str, PathLike)):
+        raise TypeError(f"path must be a file path (str or Path) or None, got "
+                        f"{type(path).__name__}")
     path = CHECKPOINT_PATH if path is None else Path(path)
-    with np.load(path, allow_pickle=False) as f:
-        if _META not in f.files:
-            raise ValueError(f"{path} is not a tiny-GPT checkpoint: it has no {_META!r} entry")
-        meta = json.loads(str(f[_META]))
-        params = {name: f[name] for name in f.files if name != _META}
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint file at {path}")
+    not_ours = f"{path} is not a checkpoint of this course (an .npz file written by " \
+               "save_checkpoint / tools/train_gpt.py)"
+    try:  # never unpickles: an .npz of plain arrays only
+        f = np.load(path, allow_pickle=False)
+        if not isinstance(f, np.lib.npyio.NpzFile):
+            raise ValueError("it holds a single array, not named arrays")
+        with f:
+            if _META not in f.files:
+                raise ValueError(f"{path} is not a tiny-GPT checkpoint: it has no {_META!r} "
+                                 "entry")
+            meta = json.loads(str(f[_META]))
+            params = {name: f[name] for name in f.files if name != _META}
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{not_ours}: its metadata is not JSON ({e})") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as e:
+        if "no '__meta__' entry" in str(e):
+            raise
+        raise ValueError(f"{not_ours}: {type(e).__name__}: {e}") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{not_ours}: its metadata is a JSON {type(meta).__name__}, not an "
+                         "object")
     version = meta.get("format_version")
-    if version != FORMAT_VERSION:
+    if isinstance(version, bool) or version != FORMAT_VERSION:  # missing, older or newer
         raise ValueError(f"{path} has checkpoint format version {version!r}; this attn_core "
                          f"reads version {FORMAT_VERSION}: re-create it with "
                          "tools/train_gpt.py")

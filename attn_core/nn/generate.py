@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import as_float_array, check_positive_int
+from .._validate import as_float_array, check_positive_int, check_seed
 from ..decoding import append_kv, decode_step, empty_cache
 from ..multihead import _affine, _merge, _split
 from ..softmax import stable_softmax
@@ -29,8 +29,12 @@ from .gpt import LN_EPS, GPTConfig, check_params
 from .layer_norm import _layer_norm_parts
 from .mlp import _mlp_parts
 
-__all__ = ["Generation", "check_temperature", "check_top_k", "forward_cached", "generate",
-           "next_token_probs", "prefill"]
+__all__ = ["MAX_NEW_TOKENS", "Generation", "check_temperature", "check_top_k",
+           "forward_cached", "generate", "next_token_probs", "prefill"]
+
+#: The most tokens one call of :func:`generate` draws (a few seconds of the tiny GPT; more is
+#: a typo, such as 10**12, that would run for ever in a notebook).
+MAX_NEW_TOKENS = 10_000
 
 
 @dataclass(frozen=True)
@@ -119,7 +123,8 @@ def next_token_probs(logits, temperature=1.0, top_k=None):
         drop = np.zeros(z.shape, dtype=bool)
         np.put_along_axis(drop, order[..., top_k:], True, axis=-1)
         z = np.where(drop, -np.inf, z)
-    z = (z - z.max(axis=-1, keepdims=True)) / temperature  # (..., vocab), max entry 0
+    with np.errstate(over="ignore"):  # a tiny T sends the others to -inf: weight 0, argmax
+        z = (z - z.max(axis=-1, keepdims=True)) / temperature  # (..., vocab), max entry 0
     return stable_softmax(z, axis=-1)
 
 
@@ -222,9 +227,9 @@ def generate(params, config, prompt_ids, n_new, temperature=1.0, top_k=None, see
     prompt_ids : (n_prompt,) int array_like, n_prompt >= 1
         A prompt longer than ``n_ctx`` is cropped to its last ``n_ctx`` tokens (said by
         ``cropped``); the returned ``ids`` still start with the whole prompt.
-    n_new : int >= 0
+    n_new : int in 0..MAX_NEW_TOKENS (10 000)
     temperature, top_k : see :func:`next_token_probs`
-    seed : int
+    seed : int >= 0
         Seeds ``np.random.default_rng(seed)``; one uniform number is drawn per token.
     keep : int in 1..n_ctx, optional
         How many of the last tokens stay in the window when it is full and a new token needs
@@ -254,6 +259,10 @@ def generate(params, config, prompt_ids, n_new, temperature=1.0, top_k=None, see
         raise ValueError(f"prompt_ids must be a 1-D array of at least one token id, got shape "
                          f"{prompt.shape}")
     n_new = check_positive_int(n_new, "n_new", minimum=0)
+    if n_new > MAX_NEW_TOKENS:
+        raise ValueError(f"n_new must lie in 0..{MAX_NEW_TOKENS} (MAX_NEW_TOKENS: more would "
+                         f"run for minutes to days), got {n_new}")
+    seed = check_seed(seed)
     temperature = check_temperature(temperature)
     top_k = check_top_k(top_k, config.vocab_size)
     keep = config.n_ctx if keep is None else check_positive_int(keep, "keep")
