@@ -111,6 +111,24 @@ def _check_weights(weights):
     return w
 
 
+def _check_attention_maps(w, name="weights"):
+    """Refuse what is not a stack of attention maps: rows of weights >= 0 summing to 1
+    (within 1e-6 in float64, 1e-3 in a lower precision)."""
+    if np.any(w < 0):
+        i = np.unravel_index(int(np.argmin(w)), w.shape)
+        raise ValueError(f"{name} must be attention maps (rows of weights >= 0 that sum to 1, "
+                         f"softmax's output), but entry {tuple(int(k) for k in i)} is "
+                         f"{float(w[i]):.4g}: raw scores? apply the softmax first")
+    sums = w.sum(axis=-1)  # (..., n)
+    tol = 1e-6 if w.dtype == np.float64 else 1e-3
+    bad = np.abs(sums - 1) > tol
+    if np.any(bad):
+        i = tuple(int(k) for k in np.argwhere(bad)[0])
+        raise ValueError(f"{name} must be attention maps (rows of weights >= 0 that sum to 1, "
+                         f"softmax's output), but row {i} sums to {float(sums[i]):.6g}")
+    return w
+
+
 def diagonal_score(weights, offset):
     """Mean weight each query puts on the key ``offset`` positions before it (the one
     implementation of the neighbour scores: ``attn_core.model.head_roles`` uses it too).
@@ -204,17 +222,19 @@ def induction_score(weights, ids):
     Raises
     ------
     ValueError
-        If some map's sequence has no query with a target (no token occurs twice): the
+        If ``weights`` are not attention maps (an entry below 0, a row not summing to 1:
+        raw scores, say). If some map's sequence has no query with a target (no token occurs twice): the
         score is undefined there, there is nothing to find.
 
     Examples
     --------
     >>> ids = [3, 4, 5, 3, 4, 5]
-    >>> perfect = induction_targets(ids).astype(float)  # rows 3, 4, 5 on their target
-    >>> float(induction_score(perfect, ids)), float(induction_score(np.eye(6, k=-1), ids))
+    >>> perfect = induction_targets(ids) + np.diag([1.0, 1, 1, 0, 0, 0])  # 3, 4, 5: on target
+    >>> previous = np.eye(6, k=-1) + np.diag([1.0, 0, 0, 0, 0, 0])  # 0 on itself
+    >>> float(induction_score(perfect, ids)), float(induction_score(previous, ids))
     (1.0, 0.0)
     """
-    w = _check_weights(weights)
+    w = _check_attention_maps(_check_weights(weights))
     targets = induction_targets(ids)
     if targets.shape[-1] != w.shape[-1]:
         raise ValueError(f"ids must have n = {w.shape[-1]} tokens (the maps' size), got "

@@ -458,41 +458,60 @@ def test_a_forged_submission_is_not_collected(graded_class):
 
 
 def test_the_class_access_rules(graded_class):
+    """Every rule is checked, and every broken one named (not only the first)."""
+    import grp
     import pwd
     import stat
 
+    import requests
+
     root, teacher = graded_class["root"], graded_class["teacher"]
+    broken = []
+
+    def rule(ok, what):
+        if not ok:
+            broken.append(what)
+
     mode = stat.S_IMODE(os.stat(root / "exchange").st_mode)
-    assert mode == 0o1777, oct(mode)  # anyone creates, only an entry's owner removes it
+    rule(mode == 0o1777, f"exchange/ is {oct(mode)}, not 1777 (sticky: only an entry's owner "
+                         "removes it)")
     box = inbound(graded_class)
     info = os.stat(box)
     owner = pwd.getpwnam(teacher.name)
-    assert stat.S_IMODE(info.st_mode) == 0o3733, oct(info.st_mode)  # sticky, setgid, unlistable
-    assert (info.st_uid, info.st_gid) == (owner.pw_uid, owner.pw_gid)
-    import grp
-
-    assert grp.getgrgid(owner.pw_gid).gr_mem == [] and not [
-        u for u in pwd.getpwall() if u.pw_gid == owner.pw_gid and u.pw_name != teacher.name]
-    for i in range(4):
-        student = graded_class["students"][i]
+    rule(stat.S_IMODE(info.st_mode) == 0o3733,
+         f"inbound is {oct(stat.S_IMODE(info.st_mode))}, not 3733 (sticky, setgid, unlistable)")
+    rule((info.st_uid, info.st_gid) == (owner.pw_uid, owner.pw_gid),
+         "inbound is not the teacher's, in the teacher's group")
+    rule(grp.getgrgid(owner.pw_gid).gr_mem == [] and not [
+        u for u in pwd.getpwall() if u.pw_gid == owner.pw_gid and u.pw_name != teacher.name],
+        "the teacher's group has other members")
+    for student in graded_class["students"][:4]:
         for entry in entries_of(graded_class, student.name):
             for path in [entry, *entry.rglob("*")]:
                 item = os.lstat(path)
-                assert item.st_mode & 0o007 == 0, (path, oct(item.st_mode))  # nothing for others
-                assert item.st_gid == owner.pw_gid and not item.st_mode & 0o020, path
+                rule(item.st_mode & 0o007 == 0, f"{path} is open to others ({oct(item.st_mode)})")
+                rule(item.st_gid == owner.pw_gid and not item.st_mode & 0o020,
+                     f"{path} is not the teacher's group's to read only")
     hubdb = os.stat(root / "jupyterhub.sqlite")
-    assert hubdb.st_uid == 0 and hubdb.st_mode & 0o077 == 0, oct(hubdb.st_mode)
+    rule(hubdb.st_uid == 0 and hubdb.st_mode & 0o077 == 0,
+         f"the hub's database is {oct(hubdb.st_mode)}")
+    for user in [teacher, *graded_class["students"]]:
+        entry = pwd.getpwnam(user.name)
+        home = os.stat(entry.pw_dir)
+        rule(stat.S_IMODE(home.st_mode) & 0o077 == 0 and home.st_uid == entry.pw_uid,
+             f"{user.name}'s home is {oct(home.st_mode)}")
     # Who may log in: a user of the machine outside the class's group, with their right
-    # password, is refused; a student of the class gets in (the fixture logged them all in).
+    # password, is refused; a student of the class gets in.
     outsider = graded_class["outsider"]
-    import requests
-
-    refused = H.login_form(requests.Session(), graded_class["hub"].url, outsider,
+    hub_url = graded_class["hub"].url
+    refused = H.login_form(requests.Session(), hub_url, outsider,
                            graded_class["passwords"][outsider])
-    assert refused.status_code != 302
-    let_in = H.login_form(requests.Session(), graded_class["hub"].url, students_name(graded_class),
-                          graded_class["passwords"][students_name(graded_class)])
-    assert let_in.status_code == 302
+    rule(refused.status_code != 302, "a user outside the class's group logged in")
+    member = students_name(graded_class)
+    let_in = H.login_form(requests.Session(), hub_url, member, graded_class["passwords"][member])
+    rule(let_in.status_code == 302, f"a student of the class could not log in "
+                                    f"({let_in.status_code})")
+    assert not broken, "\n".join(broken)
 
 
 def students_name(graded_class):

@@ -171,3 +171,25 @@ def test_data_is_seeded_and_distinct_means_no_repeat():
     assert all(len(set(row)) == 28 for row in ids)
     assert not induction_targets(ids).any()
     assert np.array_equal(labels, a[1])
+
+
+def test_a_map_that_is_not_an_attention_map_is_refused():
+    """Raw scores (negative entries, rows not summing to 1) gave a score such as -0.346:
+    induction_score must refuse them, naming the entry or row."""
+    g = np.random.default_rng(5)
+    raw = g.standard_normal((2 * L, 2 * L))  # scores before the softmax
+    assert_clear_error(lambda: induction_score(raw, CLASSIC), ValueError,
+                       r"weights must be attention maps .*entry \(\d+, \d+\) is -")
+    unnormalised = np.tri(2 * L)  # non-negative, rows sum to 1..2L
+    assert_clear_error(lambda: induction_score(unnormalised, CLASSIC), ValueError,
+                       r"row \(1,\) sums to 2")
+    almost = uniform_causal(2 * L)
+    almost[3] *= 1 + 1e-9  # rounding: still a map
+    assert induction_score(almost, CLASSIC) == pytest.approx(induction_score(
+        uniform_causal(2 * L), CLASSIC))
+    stacked = np.stack([uniform_causal(2 * L), uniform_causal(2 * L) * 1.01])
+    assert_clear_error(lambda: induction_score(stacked, CLASSIC), ValueError,
+                       r"row \(1, 0\) sums to 1\.01")
+    low = uniform_causal(2 * L).astype(np.float16)  # a lower precision rounds more
+    assert induction_score(low, CLASSIC) == pytest.approx(
+        induction_score(uniform_causal(2 * L), CLASSIC), abs=1e-3)

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validate import check_positive_int
+from .._validate import check_positive_int, check_seed
 from .data import batch_starts, get_batch
+from .embeddings import check_ids
 from .gpt import GPTConfig, gpt_forward, gpt_loss_and_grads, init_gpt, is_decayed
 from .loss import cross_entropy
 from .optim import AdamW, clip_grad_norm
@@ -184,9 +185,25 @@ def train_gpt(config, train_ids, val_ids, steps, batch, lr, seed=0, dtype="float
     lr = _check_lr(lr)
     warmup = max(steps // 20, 1) if warmup is None else check_positive_int(warmup, "warmup",
                                                                            minimum=0)
+    seed = check_seed(seed)
+    for name, fn in (("sample", sample), ("callback", callback)):
+        if fn is not None and not callable(fn):
+            raise TypeError(f"{name} must be a function or None, got {type(fn).__name__}")
+    if val is not None and (not isinstance(val, (list, tuple)) or not all(
+            isinstance(xy, tuple) and len(xy) == 2 for xy in val)):
+        raise TypeError("val must be a list of (x, y) batches or None, got "
+                        f"{type(val).__name__}")
     for name, ids in (("train_ids", train_ids), ("val_ids", val_ids)):
         if (name == "train_ids" and sample is not None) or (name == "val_ids" and val):
             continue
+        if ids is None:
+            other = "sample=" if name == "train_ids" else "val="
+            raise ValueError(f"{name} is None: pass the token ids (split_corpus) or give the "
+                             f"batches with {other}")
+        ids = check_ids(ids, config.vocab_size, name=name)
+        if ids.ndim != 1:
+            raise ValueError(f"{name} must be a 1-D array of token ids (n,), got shape "
+                             f"{ids.shape}")
         try:  # long enough for one batch?
             batch_starts(np.random.default_rng(0), len(ids), batch, config.n_ctx)
         except ValueError as e:
