@@ -139,3 +139,27 @@ def test_writes_the_course_source_folder(tmp_path):
     assert {grader(c)["grade_id"]: grader(c)["points"] for c in again.cells
             if grader(c).get("grade")} == points
     assert sorted(p.name for p in target.parent.iterdir()) == [NOTEBOOK.name]
+
+
+def test_a_notebook_without_exercises_is_refused_with_a_sentence(tmp_path, capsys):
+    """It was an IndexError from deep inside; now the tool says which notebook and why."""
+    plain = next(p for p in sorted(A.NOTEBOOKS.glob("[0-9][0-9]-*.ipynb"))
+                 if not A.solutions.exercise_cells(nbformat.read(p, as_version=4)))
+    for whole in ([], ["--whole"]):
+        with pytest.raises(SystemExit) as info:
+            A.main([plain.stem[:2], "--course", str(tmp_path), *whole])
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert f"{plain.name}: it has no exercise (no cell tagged 'exercise')" in err, err
+        assert "Traceback" not in err
+    assert not (tmp_path / "source").exists()
+    with pytest.raises(ValueError, match="no exercise"):
+        A.assignment(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]))
+
+
+@pytest.mark.parametrize("name", ["a+b", "../up", "", "x/y", ".hidden", "a" * 65])
+def test_a_bad_assignment_name_is_refused(tmp_path, capsys, name):
+    with pytest.raises(SystemExit):
+        A.main(["07", "--course", str(tmp_path), "--assignment", name])
+    assert f"--assignment {name!r} is not allowed" in capsys.readouterr().err
+    assert not (tmp_path / "source").exists()

@@ -68,6 +68,10 @@ PRESENCE = """\
 assert {name} is not None, "no answer yet: replace the placeholder with your answer\""""
 
 
+#: What ``--assignment`` may be: a folder name nbgrader can split on '+' and put in a path.
+ASSIGNMENT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+
+
 def check_call(source):
     """``(call source, checked name or None, check name)`` of the cell's last statement, when it
     is a top-level call of a ``check_...`` function; None otherwise."""
@@ -160,8 +164,11 @@ def exercise_section(nb):
 
 def assignment(nb, whole=False):
     """The nbgrader source notebook of ``nb`` and its point table ``{grade_id: points}``."""
-    keep = range(len(nb.cells)) if whole else exercise_section(nb)
     exercises = set(solutions.exercise_cells(nb))
+    if not exercises:
+        raise ValueError(f"it has no exercise (no cell tagged {solutions.TAG!r}): nothing to "
+                         "grade; an assignment is made from a notebook's Exercises section")
+    keep = range(len(nb.cells)) if whole else exercise_section(nb)
     cells, points, pending = [], {}, None
     for i in keep:
         cell = nbformat.from_dict(nb.cells[i])
@@ -230,8 +237,17 @@ def main(argv=None):
     parser.add_argument("--assignment", help="assignment name (default: the notebook's name)")
     parser.add_argument("--whole", action="store_true", help="keep every cell of the notebook")
     args = parser.parse_args(argv)
+    if args.assignment is not None and not ASSIGNMENT_NAME.fullmatch(args.assignment):
+        parser.error(f"--assignment {args.assignment!r} is not allowed: letters, digits, '_', "
+                     "'-' and '.' (not first), at most 64 (nbgrader splits names on '+')")
+    if args.assignment is not None and len(args.notebooks) > 1:
+        parser.error("--assignment names one assignment: give one notebook with it")
     for prefix in args.notebooks:
-        target, points = write(find(prefix), args.course, args.assignment, args.whole)
+        path = find(prefix)
+        try:
+            target, points = write(path, args.course, args.assignment, args.whole)
+        except ValueError as e:
+            parser.error(f"{path.name}: {e}")
         print(f"{target}: {len(points)} autograded tests, {sum(points.values())} points")
     return 0
 
