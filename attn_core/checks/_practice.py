@@ -227,13 +227,14 @@ def _low_precision(result):
     return dtype
 
 
-def _precision_feedback(dtype, got, expected, what, case):
-    """Feedback naming the dtype when ``got`` is right to ``dtype``'s precision, else None."""
+def _precision_feedback(dtype, got, expected, what, label):
+    """Feedback naming the dtype when ``got`` is right to ``dtype``'s precision, else None
+    (``label`` names the case, e.g. "the 3-token example")."""
     tol = LOW_PRECISION_EPS * float(np.finfo(dtype).eps)
     if got.shape != expected.shape or not np.allclose(got, expected, rtol=tol, atol=tol):
         return None
     digits = int(np.finfo(dtype).precision)
-    return not_yet(f"on {case.label} your function returns {dtype}: its {what} are right to "
+    return not_yet(f"on {label} your function returns {dtype}: its {what} are right to "
                    f"{dtype} precision (about {digits} significant digits), but the check "
                    f"compares at float64 precision. Compute in float64 and return float64 (do "
                    f"not convert the inputs or the result to {dtype}).")
@@ -288,7 +289,7 @@ def judge(fn, cases, mistakes, *, what, stub_hint, shape_rule, why):
             continue
         low = _low_precision(result)
         if low is not None and not pending:
-            feedback = _precision_feedback(low, got, expected, what, case)
+            feedback = _precision_feedback(low, got, expected, what, case.label)
             if feedback is not None:
                 return feedback
         finite = bool(np.isfinite(got).all())

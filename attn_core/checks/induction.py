@@ -19,7 +19,7 @@ from ._base import (
     right,
     unanswered,
 )
-from ._practice import LearnerTimeout, run_learner
+from ._practice import LearnerTimeout, _low_precision, _precision_feedback, run_learner
 from ._practice import unanswered as stub_unanswered
 
 __all__ = ["ABLATION_OPTIONS", "check_my_induction_score", "check_prev_score",
@@ -149,6 +149,12 @@ def check_my_induction_score(fn):
                            "a number.", hint)
         if np.isclose(got, expected, atol=1e-6):
             continue
+        low = _low_precision(result)
+        if low is not None:  # right to its own precision: name it (as the other checks do)
+            feedback = _precision_feedback(low, np.asarray(got), np.asarray(expected),
+                                           "numbers", label)
+            if feedback is not None:
+                return feedback
         return not_yet(_slip(got, w, ids)
                        or f"on {label}, your score differs from the induction score.", hint)
     return right("That is the score the notebook computed for every head: near 1 for an "

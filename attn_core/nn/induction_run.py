@@ -115,11 +115,22 @@ def head_scores(params, config, ids, ablate=None):
 def find_heads(prev, ind):
     """The heads by what they do: ``{"prev": (0, h), "induction": (L-1, h), "control":
     (0, h)}``, the layer-1 head of highest previous-token score, the last layer's head of
-    highest induction score, and the layer-1 head of lowest previous-token score."""
-    prev, ind = np.asarray(prev), np.asarray(ind)
-    return {"prev": (0, int(np.argmax(prev[0]))),
+    highest induction score, and the layer-1 head of lowest previous-token score among the
+    others (never the previous-token head itself, also when scores tie)."""
+    prev, ind = np.asarray(prev, dtype=float), np.asarray(ind, dtype=float)
+    if prev.ndim != 2 or ind.ndim != 2 or prev.shape != ind.shape or not prev.size:
+        raise ValueError(f"prev and ind must be scores of shape (layers, heads), the same for "
+                         f"both, got {prev.shape} and {ind.shape}")
+    if prev.shape[1] < 2:
+        raise ValueError("the control needs two heads in layer 1: one that writes the previous "
+                         f"token and another; this model has {prev.shape[1]}")
+    if not (np.isfinite(prev).all() and np.isfinite(ind).all()):
+        raise ValueError("prev and ind must be finite scores")
+    best = int(np.argmax(prev[0]))
+    others = np.delete(np.arange(prev.shape[1]), best)  # never the previous-token head itself
+    return {"prev": (0, best),
             "induction": (len(ind) - 1, int(np.argmax(ind[-1]))),
-            "control": (0, int(np.argmin(prev[0])))}
+            "control": (0, int(others[np.argmin(prev[0][others])]))}
 
 
 def ablation_measures(params, config, batches, heads, kind="mean"):
