@@ -114,6 +114,14 @@ def test_block_check_tells_the_two_layer_norms_apart(monkeypatch):
     for case in cases:
         x, ln1, _, ln2, _ = case.args
         assert not np.allclose(ln1(x), ln2(x), rtol=1e-3)  # gains and shifts of their own
+        # the shifts cancel in a difference: what is left is each norm's gain, not 1 and
+        # not the other's
+        other = x[..., ::-1, :]  # other rows, other normalised values
+        d1, d2 = ln1(x) - ln1(other), ln2(x) - ln2(other)
+        assert not np.allclose(d1, d2, rtol=1e-3)
+        ones, zeros = np.ones(x.shape[-1]), np.zeros(x.shape[-1])
+        z = G.layer_norm(x, ones, zeros, G.EPS) - G.layer_norm(other, ones, zeros, G.EPS)
+        assert not np.allclose(d1, z, rtol=1e-3) and not np.allclose(d2, z, rtol=1e-3)
     assert_not_yet(G.check_block(_swapped))
 
 
