@@ -223,8 +223,8 @@ def induction_score(weights, ids):
     ------
     ValueError
         If ``weights`` are not attention maps (an entry below 0, a row not summing to 1:
-        raw scores, say). If some map's sequence has no query with a target (no token occurs twice): the
-        score is undefined there, there is nothing to find.
+        raw scores, say). If some map's sequence has no query with a target (no token
+        occurs twice): the score is undefined there, there is nothing to find.
 
     Examples
     --------

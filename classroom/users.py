@@ -31,7 +31,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 #: What ``add`` accepts as a user or group name (Debian's portable rule, shorter than 32).
 NAME_RULE = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 NAME_HELP = ("1 to 32 characters: a lower-case letter or '_' first, then lower-case letters, "

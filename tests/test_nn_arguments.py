@@ -3,10 +3,11 @@ ValueError that names the argument, never a raw error from deep inside (``len(No
 
 import numpy as np
 import pytest
-from reference import assert_clear_error
 
 from attn_core.nn import GPTConfig
 from attn_core.nn.train import train_gpt
+
+from reference import assert_clear_error
 
 CONFIG = GPTConfig(vocab_size=5, n_ctx=4, d_model=8, n_heads=2, n_layers=1)
 IDS = np.arange(40) % 5

@@ -9,7 +9,6 @@ Each test names the planted bug it catches; it was planted by hand, seen to fail
 
 import numpy as np
 import pytest
-from reference import assert_not_yet
 
 import attn_core.checks.gpt as G
 import attn_core.checks.induction as CI
@@ -17,6 +16,8 @@ import attn_core.checks.practice_positions as PP
 from attn_core.checks._base import is_close
 from attn_core.induction import induction_score
 from attn_core.positions import frequencies
+
+from reference import assert_not_yet
 
 
 def captured_cases(monkeypatch, module, check, fn):
