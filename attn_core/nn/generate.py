@@ -29,8 +29,8 @@ from .gpt import LN_EPS, GPTConfig, check_params
 from .layer_norm import _layer_norm_parts
 from .mlp import _mlp_parts
 
-__all__ = ["MAX_NEW_TOKENS", "Generation", "check_temperature", "check_top_k",
-           "forward_cached", "generate", "next_token_probs", "prefill"]
+__all__ = ["Generation", "check_temperature", "check_top_k", "forward_cached", "generate",
+           "next_token_probs", "prefill"]
 
 #: The most tokens one call of :func:`generate` draws (a few seconds of the tiny GPT; more is
 #: a typo, such as 10**12, that would run for ever in a notebook).
