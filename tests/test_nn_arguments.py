@@ -41,3 +41,68 @@ def test_train_gpt_without_val_ids_runs_when_val_gives_the_batches():
     x = (np.arange(8) % 5).reshape(2, 4)
     run = _train(val_ids=None, val=[(x, x)])
     assert np.isfinite(run.val_losses).all()
+
+
+def _params():
+    from attn_core.nn import init_gpt
+
+    return init_gpt(CONFIG, np.random.default_rng(0), dtype="float64")
+
+
+def _cases():
+    from attn_core.nn import global_norm, log_softmax
+    from attn_core.nn.generate import forward_cached, prefill
+    from attn_core.nn.induction_run import (
+        copy_losses,
+        fall_step,
+        head_scores,
+        icl,
+        load_runs,
+        measures,
+        snapshot_states,
+    )
+    from attn_core.nn.train import evaluate, lr_at, text_loss, validation_batches
+
+    p = _params()
+    ids = (np.arange(12) % 5).reshape(2, 6)
+    labels = np.zeros((2, 6), int)
+    caches = prefill(p, CONFIG, np.array([1, 2]))[1]
+    return [
+        (lambda: measures(p, "cfg", ids, labels), TypeError, r"config must be a GPTConfig"),
+        (lambda: measures(p, CONFIG, ids[0], labels), ValueError, r"ids must be a batch .*\(6,\)"),
+        (lambda: copy_losses(p, CONFIG, ids, labels[:, :3]), ValueError,
+         r"labels must have the shape of ids \(2, 6\)"),
+        (lambda: icl(p, CONFIG, ids + 5, labels), ValueError, r"ids must be token ids in 0..4"),
+        (lambda: head_scores(p, CONFIG, ids.astype(float)), TypeError, r"ids must be integer"),
+        (lambda: fall_step([1, 2], [0.5], 0.3), ValueError, r"steps \(int\) and losses"),
+        (lambda: fall_step([1, 2], [0.5, 0.2], None), TypeError, r"threshold must be"),
+        (lambda: snapshot_states("runs"), TypeError, r"runs must be the stored runs"),
+        (lambda: snapshot_states(load_runs(), seed=99), ValueError,
+         r"no stored run with seed 99"),
+        (lambda: snapshot_states(load_runs(), sequence=10**6), ValueError,
+         r"sequence must be an int in 0\.\."),
+        (lambda: lr_at(None, 10, 1e-3, 2), TypeError, r"step must be an integer"),
+        (lambda: lr_at(0, 0, 1e-3, 2), ValueError, r"steps must be an integer >= 1"),
+        (lambda: lr_at(0, 10, "fast", 2), ValueError, r"lr must be a finite number"),
+        (lambda: lr_at(0, 10, 1e-3, 2, final_fraction=2), ValueError, r"final_fraction"),
+        (lambda: validation_batches(None, 2, 2, 4), ValueError, r"val_ids is None"),
+        (lambda: validation_batches(IDS, 2, 2, 4, seed="x"), TypeError, r"seed must be"),
+        (lambda: evaluate(p, CONFIG, None), TypeError, r"batches must be a non-empty list"),
+        (lambda: evaluate(p, CONFIG, []), TypeError, r"batches must be a non-empty list"),
+        (lambda: text_loss(p, CONFIG, None), TypeError, r"ids must be integer token ids"),
+        (lambda: text_loss(p, CONFIG, ids), ValueError, r"ids must be one text"),
+        (lambda: global_norm(None), TypeError, r"grads must be a dict"),
+        (lambda: log_softmax([1.0, 2.0]), TypeError, r"logits must be a float ndarray"),
+        (lambda: prefill(p, None, np.array([1])), TypeError, r"config must be a GPTConfig"),
+        (lambda: prefill(p, CONFIG, np.array([1, 9])), ValueError, r"ids must be token ids"),
+        (lambda: prefill(p, CONFIG, np.arange(5) % 5), ValueError, r"more than the context"),
+        (lambda: forward_cached(p, CONFIG, np.array([1]), "caches"), TypeError,
+         r"caches must be a tuple of 1 KVCache"),
+        (lambda: forward_cached(p, CONFIG, np.array([1]), caches * 2), TypeError,
+         r"caches must be a tuple of 1 KVCache .*got 2 items"),
+    ]
+
+
+def test_the_other_public_functions_name_the_bad_argument():
+    for call, exc, pattern in _cases():
+        assert_clear_error(call, exc, pattern)

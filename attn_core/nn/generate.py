@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import as_float_array, check_positive_int, check_seed
-from ..decoding import append_kv, decode_step, empty_cache
+from ..decoding import KVCache, append_kv, decode_step, empty_cache
 from ..multihead import _affine, _merge, _split
 from ..softmax import stable_softmax
 from .block import block_params
@@ -163,6 +163,13 @@ def forward_cached(params, config, new_ids, caches):
     ``x = x + MLP(LN2(x))``; then ``logits = LN_f(x) W_unembed``. The causal mask between
     the ``m`` new tokens is :func:`attn_core.decoding.decode_step`'s.
     """
+    if not isinstance(config, GPTConfig):
+        raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
+    if not isinstance(caches, tuple) or len(caches) != config.n_layers or not all(
+            isinstance(c, KVCache) for c in caches):
+        raise TypeError(f"caches must be a tuple of {config.n_layers} KVCache (one per layer: "
+                        "prefill's), got " + (f"{len(caches)} items" if isinstance(
+                            caches, (tuple, list)) else type(caches).__name__))
     t = caches[0].seen
     new_ids = check_ids(new_ids, config.vocab_size, name="new_ids")
     m = new_ids.shape[-1]
@@ -201,6 +208,9 @@ def prefill(params, config, ids, window=None, n_sink=0):
     empty_cache`): every token attends only to the last ``window`` tokens (itself included)
     and the first ``n_sink``, in every layer; the logits are then those of the full model
     under that mask."""
+    if not isinstance(config, GPTConfig):
+        raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
+    ids = check_ids(ids, config.vocab_size, n_ctx=config.n_ctx, name="ids")
     d_head = config.d_model // config.n_heads
     dtype = params["wte"].dtype
     batch = (*np.shape(ids)[:-1], config.n_heads)  # (..., n_heads): a cache per text and head

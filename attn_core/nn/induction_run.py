@@ -23,6 +23,7 @@ from ..induction import (
     previous_token_score,
     repeated_tokens,
 )
+from .embeddings import check_ids
 from .gpt import GPTConfig, gpt_forward, mean_ablation
 from .loss import next_token_losses
 
@@ -69,12 +70,29 @@ def eval_batches(task=TASK):
             "no_repeat": repeated_tokens(rng, b, v, 2 * L, L, distinct=True)}
 
 
+def _check_batch(config, ids, labels=None):
+    """``ids`` (batch, n) token ids of ``config``'s vocabulary, n >= 2, and ``labels`` of the
+    same shape (:func:`~attn_core.induction.repeated_tokens`), else a clear error."""
+    if not isinstance(config, GPTConfig):
+        raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
+    ids = check_ids(ids, config.vocab_size, name="ids")
+    if ids.ndim != 2 or ids.shape[1] < 2:
+        raise ValueError(f"ids must be a batch of sequences (batch, n) with n >= 2, got shape "
+                         f"{ids.shape}")
+    if labels is not None:
+        labels = np.asarray(labels)
+        if labels.shape != ids.shape:
+            raise ValueError(f"labels must have the shape of ids {ids.shape} (the labels of "
+                             f"repeated_tokens), got {labels.shape}")
+    return ids, labels
+
+
 def measures(params, config, ids, labels, ablate=None, induction=True):
     """One forward pass over ``ids[:, :-1]`` (batch, n - 1) and all it tells: ``first``,
     ``second`` (:func:`copy_losses`), ``icl`` (:func:`icl`), ``prev`` and ``induction``
     (:func:`head_scores`, ``(n_layers, n_heads)``; left out with ``induction=False``, for
     sequences in which nothing repeats) and the ``weights`` themselves."""
-    ids = np.asarray(ids)
+    ids, labels = _check_batch(config, ids, labels)
     logits, weights = gpt_forward(params, config, ids[:, :-1], ablate)
     losses = next_token_losses(logits, ids)  # (batch, n - 1)
     lab = np.asarray(labels)[:, 1:]
@@ -105,6 +123,7 @@ def icl(params, config, ids, labels):
 def head_scores(params, config, ids, ablate=None):
     """``(prev, induction)``, each ``(n_layers, n_heads)``: every head's previous-token and
     induction score, averaged over the sequences ``ids`` (batch, n)."""
+    ids, _ = _check_batch(config, ids)
     _, weights = gpt_forward(params, config, ids, ablate)  # n_layers x (batch, heads, n, n)
     prev = np.array([previous_token_score(w).mean(axis=0) for w in weights])
     ind = np.array([induction_score(w, np.asarray(ids)[:, None]).mean(axis=0)
@@ -160,6 +179,11 @@ def fall_step(steps, losses, threshold):
     """The first of ``steps`` at which ``losses`` is below ``threshold`` (notebook 15: the
     second-copy loss below half of chance, ``ln(vocab) / 2``); None if it never is."""
     steps, losses = np.asarray(steps), np.asarray(losses)
+    if steps.ndim != 1 or steps.shape != losses.shape or steps.dtype.kind not in "iu":
+        raise ValueError(f"steps (int) and losses must be 1-D arrays of the same length, got "
+                         f"shapes {steps.shape} ({steps.dtype}) and {losses.shape}")
+    if isinstance(threshold, bool) or not np.isscalar(threshold) or not np.isfinite(threshold):
+        raise TypeError(f"threshold must be a finite number, got {threshold!r}")
     below = np.flatnonzero(losses < threshold)
     return int(steps[below[0]]) if below.size else None
 
@@ -178,8 +202,12 @@ class InductionRuns:
         return GPTConfig(**{**c, "n_layers": layers})
 
     def run(self, seed, layers):
-        return next(r for r in self.trace["runs"]
-                    if r["seed"] == seed and r["n_layers"] == layers)
+        found = [r for r in self.trace["runs"] if r["seed"] == seed and r["n_layers"] == layers]
+        if not found:
+            stored = sorted((r["seed"], r["n_layers"]) for r in self.trace["runs"])
+            raise ValueError(f"no stored run with seed {seed!r} and {layers!r} layer(s): stored "
+                             f"(seed, layers) are {stored}")
+        return found[0]
 
     def snapshot_steps(self, seed, layers):
         return list(self.run(seed, layers)["snapshot_steps"])
@@ -217,14 +245,20 @@ def snapshot_states(runs, seed=0, layers=2, sequence=0, batches=None):
         ``maps[(step, ablation)] = (prev_map, induction_map)`` each (n - 1, n - 1),
         ``numbers[(step, ablation)] = (second_loss, induction_score)``.
     """
+    if not isinstance(runs, InductionRuns):
+        raise TypeError(f"runs must be the stored runs (load_runs()), got {type(runs).__name__}")
     key = (seed, layers, sequence)
     if batches is None and key in runs.states:  # the stored runs' states, computed before
         return runs.states[key]
     fixed = batches is None
     batches = eval_batches() if batches is None else batches
+    steps = runs.snapshot_steps(seed, layers)  # (refuses a run that is not stored)
     config = runs.config(layers)
-    steps = runs.snapshot_steps(seed, layers)
     ids = batches["repeat"][0]
+    if isinstance(sequence, bool) or not isinstance(sequence, (int, np.integer)) \
+            or not 0 <= sequence < len(ids):
+        raise ValueError(f"sequence must be an int in 0..{len(ids) - 1} (the evaluation "
+                         f"batch's sequences), got {sequence!r}")
     last = measures(runs.params(seed, layers, steps[-1]), config, *batches["repeat"])
     heads = find_heads(last["prev"], last["induction"])
     (l1, h1), (l2, h2) = heads["prev"], heads["induction"]

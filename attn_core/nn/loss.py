@@ -29,6 +29,10 @@ def log_softmax(logits):
     >>> np.exp(log_softmax(np.array([1000.0, 1000.0])))
     array([0.5, 0.5])
     """
+    if not isinstance(logits, np.ndarray) or logits.dtype.kind != "f" or logits.ndim < 1 \
+            or logits.shape[-1] == 0:
+        raise TypeError(f"logits must be a float ndarray (..., v) with v >= 1, got "
+                        f"{type(logits).__name__} {getattr(logits, 'shape', '')}")
     shifted = logits - logits.max(axis=-1, keepdims=True)  # (..., v)
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # (..., v)
 

@@ -111,6 +111,9 @@ class AdamW:
 def global_norm(grads):
     """The L2 norm of all the gradients together, as if they were one long vector (float,
     summed in float64)."""
+    if not isinstance(grads, dict):
+        raise TypeError(f"grads must be a dict of arrays (name -> gradient), got "
+                        f"{type(grads).__name__}")
     return math.sqrt(sum(float(np.sum(np.square(g, dtype=np.float64))) for g in grads.values()))
 
 

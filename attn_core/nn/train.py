@@ -64,6 +64,13 @@ def lr_at(step, steps, lr, warmup, final_fraction=0.1):
     >>> [round(lr_at(s, 10, 1.0, 2), 3) for s in (0, 1, 2, 6, 9)]
     [0.5, 1.0, 1.0, 0.55, 0.134]
     """
+    step = check_positive_int(step, "step", minimum=0)
+    steps = check_positive_int(steps, "steps")
+    lr = _check_lr(lr)
+    warmup = check_positive_int(warmup, "warmup", minimum=0)
+    if isinstance(final_fraction, bool) or not isinstance(final_fraction, numbers.Real) \
+            or not 0 <= final_fraction <= 1:
+        raise ValueError(f"final_fraction must be a number in [0, 1], got {final_fraction!r}")
     if step < warmup:
         return float(lr * (step + 1) / warmup)
     frac = (step - warmup) / max(steps - warmup, 1)
@@ -72,12 +79,19 @@ def lr_at(step, steps, lr, warmup, final_fraction=0.1):
 
 def validation_batches(val_ids, n_batches, batch, n_ctx, seed=0):
     """``n_batches`` fixed ``(x, y)`` batches of the validation ids, from their own seed."""
-    rng = np.random.default_rng(seed)
+    n_batches = check_positive_int(n_batches, "n_batches")
+    if val_ids is None:
+        raise ValueError("val_ids is None: pass the validation token ids (split_corpus)")
+    rng = np.random.default_rng(check_seed(seed))
     return [get_batch(rng, val_ids, batch, n_ctx) for _ in range(n_batches)]
 
 
 def evaluate(params, config, batches):
     """Mean cross-entropy (nats per character) of the model over the given batches."""
+    if not isinstance(batches, (list, tuple)) or not batches or not all(
+            isinstance(xy, tuple) and len(xy) == 2 for xy in batches):
+        raise TypeError("batches must be a non-empty list of (x, y) batches, got "
+                        f"{type(batches).__name__} {batches!r:.60}")
     total = 0.0
     for x, y in batches:
         logits, _ = gpt_forward(params, config, x)
@@ -102,7 +116,13 @@ def text_loss(params, config, ids, batch=64):
     >>> bool(abs(text_loss(p, cfg, np.arange(11) % 5) - np.log(5)) < 0.05)  # near uniform
     True
     """
-    ids = np.asarray(ids)
+    if not isinstance(config, GPTConfig):
+        raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
+    ids = check_ids(ids, config.vocab_size, name="ids")
+    if ids.ndim != 1 or len(ids) < 2:
+        raise ValueError(f"ids must be one text of at least 2 token ids (n,), got shape "
+                         f"{ids.shape}")
+    batch = check_positive_int(batch, "batch")
     n, w = len(ids) - 1, config.n_ctx
     total, count = 0.0, 0
     n_full = n // w
