@@ -51,10 +51,14 @@ def _params():
 
 def _cases():
     from attn_core.nn import global_norm, log_softmax
+    from attn_core.nn.data import split_corpus
     from attn_core.nn.generate import forward_cached, prefill
     from attn_core.nn.induction_run import (
+        ablation_losses,
+        ablation_measures,
         copy_losses,
         fall_step,
+        find_heads,
         head_scores,
         icl,
         load_runs,
@@ -74,6 +78,14 @@ def _cases():
          r"labels must have the shape of ids \(2, 6\)"),
         (lambda: icl(p, CONFIG, ids + 5, labels), ValueError, r"ids must be token ids in 0..4"),
         (lambda: head_scores(p, CONFIG, ids.astype(float)), TypeError, r"ids must be integer"),
+        (lambda: ablation_losses(p, CONFIG, None, {}), TypeError, r"batches must be eval_"),
+        (lambda: ablation_measures(p, CONFIG, {"repeat": 0, "reference": 0}, "heads"),
+         TypeError, r"heads must be find_heads\(\)'s dict"),
+        (lambda: ablation_measures(p, CONFIG, {"repeat": 0, "reference": 0},
+                                   {"prev": 0, "control": 0, "induction": 0}, kind="max"),
+         ValueError, r"kind must be 'mean' or 'zero'"),
+        (lambda: find_heads("abc", "abc"), TypeError, r"prev and ind must be arrays"),
+        (lambda: split_corpus(None), TypeError, r"text must be a str or a 1-D array"),
         (lambda: fall_step([1, 2], [0.5], 0.3), ValueError, r"steps \(int\) and losses"),
         (lambda: fall_step([1, 2], [0.5, 0.2], None), TypeError, r"threshold must be"),
         (lambda: snapshot_states("runs"), TypeError, r"runs must be the stored runs"),

@@ -127,6 +127,10 @@ def split_corpus(text, val_fraction=0.1):
     >>> split_corpus("abcdefghij", 0.2)
     ('abcdefgh', 'ij')
     """
+    if not isinstance(text, (str, np.ndarray)) or (isinstance(text, np.ndarray)
+                                                   and text.ndim != 1):
+        raise TypeError(f"text must be a str or a 1-D array of token ids, got "
+                        f"{type(text).__name__} {getattr(text, 'shape', '')}")
     if not isinstance(val_fraction, numbers.Real) or not 0 < val_fraction < 1:
         raise ValueError(f"val_fraction must be a number in (0, 1), got {val_fraction!r}")
     n = len(text)

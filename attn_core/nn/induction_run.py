@@ -136,7 +136,11 @@ def find_heads(prev, ind):
     (0, h)}``, the layer-1 head of highest previous-token score, the last layer's head of
     highest induction score, and the layer-1 head of lowest previous-token score among the
     others (never the previous-token head itself, also when scores tie)."""
-    prev, ind = np.asarray(prev, dtype=float), np.asarray(ind, dtype=float)
+    try:
+        prev, ind = np.asarray(prev, dtype=float), np.asarray(ind, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError("prev and ind must be arrays of scores (layers, heads), got "
+                        f"{type(prev).__name__} and {type(ind).__name__}") from None
     if prev.ndim != 2 or ind.ndim != 2 or prev.shape != ind.shape or not prev.size:
         raise ValueError(f"prev and ind must be scores of shape (layers, heads), the same for "
                          f"both, got {prev.shape} and {ind.shape}")
@@ -158,6 +162,14 @@ def ablation_measures(params, config, batches, heads, kind="mean"):
 
     ``kind="mean"`` replaces a head's output by its mean over ``batches["reference"]`` (at
     each position), ``"zero"`` by zeros."""
+    if not isinstance(batches, dict) or not {"repeat", "reference"} <= set(batches):
+        raise TypeError("batches must be eval_batches()'s dict (with 'repeat' and "
+                        f"'reference'), got {type(batches).__name__}")
+    if not isinstance(heads, dict) or not {"prev", "control", "induction"} <= set(heads):
+        raise TypeError("heads must be find_heads()'s dict (with 'prev', 'control' and "
+                        f"'induction'), got {type(heads).__name__}")
+    if kind not in ("mean", "zero"):
+        raise ValueError(f"kind must be 'mean' or 'zero', got {kind!r}")
     ids, labels = batches["repeat"]
     keys = [heads["prev"], heads["control"]]
     means = (mean_ablation(params, config, batches["reference"][0][:, :-1], keys)
@@ -170,9 +182,9 @@ def ablation_measures(params, config, batches, heads, kind="mean"):
 def ablation_losses(params, config, batches, heads, kind="mean"):
     """``{ablation: (second-copy loss, the induction head's score)}`` of
     :func:`ablation_measures`."""
+    found = ablation_measures(params, config, batches, heads, kind)  # (checks its arguments)
     layer, h = heads["induction"]
-    return {name: (m["second"], float(m["induction"][layer, h]))
-            for name, m in ablation_measures(params, config, batches, heads, kind).items()}
+    return {name: (m["second"], float(m["induction"][layer, h])) for name, m in found.items()}
 
 
 def fall_step(steps, losses, threshold):
