@@ -48,6 +48,9 @@ def main(argv=None):
                         help="the class mode: the system group whose users may log in (PAM)")
     parser.add_argument("--teacher", default="teacher", help="the hub's admin (the teacher)")
     args = parser.parse_args(argv)
+    problem = argument_problem(args)
+    if problem:
+        parser.error(problem)
 
     missing = classroom.missing_tools()
     if missing:
@@ -82,6 +85,38 @@ def main(argv=None):
         print("stopping the hub and every student's server ...", flush=True)
     finally:
         hub.stop()
+
+
+def argument_problem(args):
+    """What is wrong with the command line (None when nothing is): a port outside
+    1024..65535, negative minutes, and in the class mode a group that does not exist, a
+    teacher who is not a member of it, or a hub not run as root (it starts servers as the
+    students)."""
+    import grp
+    import math
+    import os
+    import pwd
+
+    if not 1024 <= args.port <= 65535:
+        return f"--port must be in 1024..65535, got {args.port}"
+    if not math.isfinite(args.minutes) or args.minutes < 0:
+        return f"--minutes must be a number >= 0 (0: until Ctrl-C), got {args.minutes}"
+    if not args.class_group:
+        return None
+    try:
+        members = set(grp.getgrnam(args.class_group).gr_mem)
+    except KeyError:
+        return (f"--class-group {args.class_group!r} is not a group of this machine: create "
+                "the class first (classroom/users.py add --group ...)")
+    try:
+        pwd.getpwnam(args.teacher)
+    except KeyError:
+        return f"--teacher {args.teacher!r} is not a user of this machine"
+    if args.teacher not in members:
+        return f"--teacher {args.teacher!r} is not in the class's group {args.class_group!r}"
+    if os.geteuid() != 0:
+        return "the class mode starts each student's server as that student: run it as root"
+    return None
 
 
 if __name__ == "__main__":

@@ -135,3 +135,33 @@ def test_add_refuses_an_existing_account_before_creating_anyone(users, tmp_path)
     with pytest.raises(FileExistsError, match="'root' exists already"):
         users.add_users(tmp_path, "attnclass", ["zz-new-one", "root"])
     assert users.calls == []
+
+
+def run_module():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "classroom"))
+    try:
+        return load_module("classroom_run_arguments", ROOT / "classroom" / "run.py")
+    finally:
+        sys.path.remove(str(ROOT / "classroom"))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--port", "80"], "--port must be in 1024..65535"),
+    (["--minutes", "-1"], "--minutes must be a number >= 0"),
+    (["--minutes", "nan"], "--minutes must be a number >= 0"),
+    (["--class-group", "no-such-class-zz"], "'no-such-class-zz' is not a group of this machine"),
+    (["--class-group", "root", "--teacher", "no-such-teacher-zz"],
+     "--teacher 'no-such-teacher-zz' is not a user"),
+    (["--class-group", "root", "--teacher", "daemon"], "'daemon' is not in the class's group"),
+])
+def test_run_refuses_a_bad_command_line_before_starting_anything(argv, message, capsys,
+                                                                  monkeypatch):
+    module = run_module()
+    monkeypatch.setattr(module.classroom, "missing_tools",
+                        lambda: pytest.fail("got past the argument checks"))
+    with pytest.raises(SystemExit) as info:
+        module.main(argv)
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
