@@ -234,7 +234,7 @@ def induction_score(weights, ids):
     >>> float(induction_score(perfect, ids)), float(induction_score(previous, ids))
     (1.0, 0.0)
     """
-    w = _check_attention_maps(_check_weights(weights))
+    w = _check_weights(weights)
     targets = induction_targets(ids)
     if targets.shape[-1] != w.shape[-1]:
         raise ValueError(f"ids must have n = {w.shape[-1]} tokens (the maps' size), got "
@@ -250,6 +250,7 @@ def induction_score(weights, ids):
     if np.any(count == 0):
         raise ValueError("ids has a sequence in which no token occurs twice: the induction "
                          "score is undefined there (nothing to find)")
+    _check_attention_maps(w)  # (after the ids: nothing to find is said first)
     mass = np.where(targets, w, 0.0).sum(axis=-1)  # (..., n): weight on the targets
     return np.where(has, mass, 0.0).sum(axis=-1) / count
 
