@@ -71,3 +71,58 @@ def test_explorer_png_changes_with_the_step(runs):
 ])
 def test_bad_arguments_name_themselves(runs, kwargs, exc, pattern):
     assert_clear_error(lambda: ix.induction_explorer(runs, **kwargs), exc, pattern)
+
+
+def _by_hand(params, config, ids, labels, ablate, head):
+    """Second-copy loss and the induction head's score over the batch, from the forward pass
+    with a float64 log-softmax and a loop over the targets (not attn_core's scorers)."""
+    logits, weights = gpt_forward(params, config, ids[:, :-1], ablate)  # (b, n-1, V)
+    z = np.asarray(logits, dtype=np.float64)
+    z = z - z.max(axis=-1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+    b, m = ids.shape[0], ids.shape[1] - 1
+    loss = -logp[np.arange(b)[:, None], np.arange(m)[None, :], ids[:, 1:]]  # (b, n-1)
+    second = float(loss[labels[:, 1:] == 2].mean())
+    layer, h = head
+    w = np.asarray(weights[layer][:, h], dtype=np.float64)  # (b, n-1, n-1)
+    scores = []
+    for s in range(b):
+        t = ids[s, :-1]
+        total, count = 0.0, 0
+        for i in range(m):
+            keys = [j for j in range(1, i + 1) if t[j - 1] == t[i]]
+            if keys:
+                total += sum(w[s, i, j] for j in keys)
+                count += 1
+        scores.append(total / count)
+    return second, float(np.mean(scores))
+
+
+def test_the_readout_numbers_follow_every_control_change(runs):
+    """After each change of step and ablation, the read-out's second-copy loss and induction
+    score are those of the model at that step under that ablation (recomputed by hand), and
+    the first-copy loss is the marker's value on its curve at that step."""
+    ex = ix.induction_explorer(runs)
+    batches = ir.eval_batches()
+    ids, labels = batches["repeat"]
+    ref = batches["reference"][0][:, :-1]
+    config = runs.config(2)
+    heads = ex.state["heads"]
+    steps = runs.snapshot_steps(0, 2)
+    for step, kind in [(steps[-1], "prev"), (steps[0], "none"), (steps[len(steps) // 2],
+                                                                  "control"),
+                       (steps[-1], "none")]:
+        ex.controls["step"].value, ex.controls["ablation"].value = step, kind
+        params = runs.params(0, 2, step)
+        ablate = None
+        if kind != "none":
+            layer, h = heads[kind]
+            mean = head_outputs(params, config, ref)[layer][:, h].mean(axis=0)
+            ablate = {(layer, h): mean}
+        second, score = _by_hand(params, config, ids, labels, ablate, heads["induction"])
+        shown = ex.shown()
+        first_shown, second_shown, score_shown = shown["numbers"]
+        assert second_shown == pytest.approx(second, abs=0.006), (step, kind)
+        assert score_shown == pytest.approx(score, abs=0.006), (step, kind)
+        assert first_shown == pytest.approx(shown["markers"]["first copy"], abs=0.006)
+        assert f"step {step}" in shown["readout"]
