@@ -6,8 +6,11 @@ prompt (:func:`attn_core.nn.gpt_forward`: its last position's logits and every h
 attention over it); then
 
 * ``temperature`` and ``top_k`` reshape the next-character distribution
-  (:func:`attn_core.nn.next_token_probs`) and sample a new continuation through the KV cache
-  (:func:`attn_core.nn.generate`, seeded: the same settings give the same text);
+  (:func:`attn_core.nn.next_token_probs`) and sample a new continuation
+  (:func:`attn_core.nn.generate`, seeded: the same settings give the same text). The bars
+  and the map are sent first (with the sample's first character, one draw, highlighted);
+  the continuation follows when it is drawn (``N_NEW`` characters, most of them a forward
+  pass of the whole window once the window is full), so a change is seen at once;
 * ``layer`` and ``head`` only choose which stored attention map to show;
 * ``Sample again`` draws with the next seed.
 
@@ -15,7 +18,7 @@ Shown: the bars of the most likely next characters (the sampled one highlighted)
 chosen head's causal map over the prompt's last characters (:func:`attn_core.figures.
 gpt_figure`), and in HTML the prompt with its continuation and tables of the numbers.
 A prompt with characters outside the model's vocabulary is an error that names them, in
-the red box. Speed follows :mod:`attn_core.explorers.base`: a new prompt redraws the static
+the red box, in the order they were typed. Speed follows :mod:`attn_core.explorers.base`: a new prompt redraws the static
 background (its labels) once; a slider redraws only the bars, their characters and the map.
 """
 
@@ -38,6 +41,7 @@ from .base import (
     Explorer,
     _Canvas,
     _png,
+    _choice_slider,
     _row,
     _slider,
     _table,
@@ -52,8 +56,9 @@ DEFAULT_PROMPT = "The attention "
 N_NEW = 200
 #: Bars of the next-character distribution (the most likely first).
 N_BARS = 16
-#: The map shows at most the prompt's last this many characters (longer: unreadable labels).
-MAX_SHOWN = 32
+#: The map shows at most the prompt's last this many characters: more would shrink its
+#: labels below the figures' tick size (``figures.base.TICK_FONTSIZE``).
+MAX_SHOWN = 16
 TEMPERATURES = (0.1, 2.0, 0.05)  # min, max, step of the temperature slider
 TOP_KS = (1, 2, 3, 5, 10, 20, 40)  # then "all" (the whole vocabulary)
 #: BLAS threads for the model (see the model explorer: one is quickest on a shared machine).
@@ -155,8 +160,7 @@ class GPTExplorer(Explorer):
         if top not in [v for _, v in options]:
             raise ValueError(f"top_k must be one of {[v for _, v in options[:-1]]} or None "
                              f"(all {len(self.vocab)} characters), got {top_k!r}")
-        c["top_k"] = _slider(W.SelectionSlider, "top-k (characters kept)", options=options,
-                             value=top)
+        c["top_k"], top_k_row = _choice_slider("top-k (characters kept)", options, top)
         c["layer"] = _slider(W.IntSlider, "layer", min=1, max=cfg.n_layers, value=layer)
         c["head"] = _slider(W.IntSlider, "head", min=1, max=cfg.n_heads, value=head)
         self._watch("prompt", "temperature", "top_k", "layer", "head")
@@ -166,12 +170,12 @@ class GPTExplorer(Explorer):
         self.canvas = _HalvesCanvas(figures.gpt.FIGSIZE, layout="compressed")
         self._read_prompt(prompt)  # a bad first prompt raises right here
         text, ids, logits, weights = self._prompt
-        shown = self._shown_slice(len(ids))
+        shown = self._shown_slice(len(text))
         names, heights = top_chars(next_token_probs(logits, temperature, top), self.vocab.chars)
         self.art = figures.gpt_figure(heights, names, weights[layer - 1][head - 1][shown, shown],
                                       text[shown], fig=self.canvas.figure)
         self._labels_for = text
-        self._start(_row(c["prompt"], c["resample"]), _row(c["temperature"], c["top_k"]),
+        self._start(_row(c["prompt"], c["resample"]), _row(c["temperature"], top_k_row),
                     _row(c["layer"], c["head"]), self.image, self.text_box, self.readout)
 
     # --- the model ------------------------------------------------------------------------
@@ -194,8 +198,14 @@ class GPTExplorer(Explorer):
     def _shown_slice(n):
         return slice(max(0, n - MAX_SHOWN), None)
 
-    def _sample(self, temperature, top_k):
+    def _sample(self, temperature, top_k, n_new=None):
+        """The continuation (``n_new`` characters, default ``self.n_new``; one character:
+        the first of the whole continuation, the same draw, not stored)."""
         key = (self._prompt_text, temperature, top_k, self.seed)
+        if n_new is not None:
+            with threadpool_limits(MODEL_THREADS):
+                return generate(self.params, self.checkpoint.config, self._prompt[1], n_new,
+                                temperature=temperature, top_k=top_k, seed=self.seed)
         if key == self._sample_key:
             return self._generation
         with threadpool_limits(MODEL_THREADS):
@@ -230,9 +240,12 @@ class GPTExplorer(Explorer):
             changed = {"top"} if key[1:4] != last[1:4] else set()
             changed |= {"bottom"} if key[4:] != last[4:] else set()
         probs = next_token_probs(logits, temperature, top_k)
-        gen = self._sample(temperature, top_k)
+        sampled = (prompt, temperature, top_k, self.seed) == self._sample_key
+        gen = self._generation if sampled else None
+        # the highlight: the continuation's first character, one draw (the same draw)
+        head_gen = gen if sampled else self._sample(temperature, top_k, min(1, self.n_new))
         names, heights = top_chars(probs, self.vocab.chars)
-        first = self.vocab.chars[int(gen.new_ids[0])] if len(gen.new_ids) else None
+        first = self.vocab.chars[int(head_gen.new_ids[0])] if len(head_gen.new_ids) else None
         figures.update_gpt_bars(self.art, heights, names,
                                 highlight=names.index(first) if first in names else None)
         shown = self._shown_slice(len(text))
@@ -249,20 +262,27 @@ class GPTExplorer(Explorer):
         self._write(text, gen, probs, w, names, heights)
         png = self.canvas.render_halves(self.art.bar_artists, self.art.map_artists,
                                         self.art.split_y, changed, static_key=text)
-        self._set_png(self.canvas, png)
+        self._set_png(self.canvas, png)  # sent now: the learner sees the change at once
         self._last_key = key
+        if gen is None:  # then the continuation, when it is drawn
+            gen = self._sample(temperature, top_k)
+            self._write(text, gen, probs, w, names, heights)
 
     def _write(self, text, gen, probs, w, names, heights):
+        """The prompt and its continuation (``gen``; None: still being drawn) and the tables.
+        A prompt longer than the window: the note comes first, and only the characters the
+        model reads are echoed, after an ellipsis."""
         prompt = self.controls["prompt"].value
-        new = self.vocab.decode(gen.new_ids)
-        note = ""
+        note, echo = "", prompt
         if len(prompt) > len(text):
             note = (f'<p style="{_NOTE_CSS}">The prompt has {len(prompt)} characters; the model '
                     f"reads only its last {len(text)} (its context window).</p>")
+            echo = "…" + text
+        new = (html.escape(self.vocab.decode(gen.new_ids)) if gen is not None else
+               f'<span style="{_NOTE_CSS}"> (sampling…)</span>')
         self.text_box.value = (
-            f'<div data-name="continuation" style="{_TEXT_CSS}">'
-            f'<span style="{_PROMPT_CSS}">{html.escape(prompt)}</span>{html.escape(new)}</div>'
-            + note)
+            note + f'<div data-name="continuation" style="{_TEXT_CSS}">'
+            f'<span style="{_PROMPT_CSS}">{html.escape(echo)}</span>{new}</div>')
         labels = [figures.char_label(ch) for ch in names[:10]]
         last = w[-1]
         keys = np.argsort(-last, kind="stable")[:5]
@@ -284,7 +304,9 @@ class GPTExplorer(Explorer):
                 "chars": [t.get_text() for t in self.art.chars],
                 "map": np.array(np.ma.getdata(self.art.map.image.get_array()), dtype=float),
                 "map_title": self.art.map.ax.get_title(),
-                "continuation": _text_of(self.text_box.value).split("The prompt has")[0],
+                "continuation": _text_of(self.text_box.value.split("</p>")[-1]),
+                "note": _text_of(self.text_box.value.split("</p>")[0])
+                if "</p>" in self.text_box.value else "",
                 "next": tables["next"][0], "last_row": tables["last_row"][0],
                 "readout": _text_of(self.readout.value)}
 
