@@ -18,8 +18,9 @@ Shown: the bars of the most likely next characters (the sampled one highlighted)
 chosen head's causal map over the prompt's last characters (:func:`attn_core.figures.
 gpt_figure`), and in HTML the prompt with its continuation and tables of the numbers.
 A prompt with characters outside the model's vocabulary is an error that names them, in
-the red box, in the order they were typed. Speed follows :mod:`attn_core.explorers.base`: a new prompt redraws the static
-background (its labels) once; a slider redraws only the bars, their characters and the map.
+the red box, in the order they were typed. Speed follows :mod:`attn_core.explorers.base`:
+a new prompt redraws the static background (its labels) once; a slider redraws only the
+bars, their characters and the map.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ from .base import (
     TEXT_COLOR,
     Explorer,
     _Canvas,
-    _png,
     _choice_slider,
+    _png,
     _row,
     _slider,
     _table,
