@@ -196,7 +196,8 @@ def snapshot_states(runs, seed=0, layers=2, sequence=0, batches=None):
     """Everything the explorer shows, computed once: for each stored step of one run and
     each ablation of :data:`ABLATIONS` (the heads found at the last step, mean-ablated),
     the two found heads' maps on sequence ``sequence`` of the evaluation batch and the
-    second-copy loss and induction score over the whole batch. With the default batches the
+    first- and second-copy losses and the induction score over the whole batch, all three of
+    the model as ablated. With the default batches the
     result is kept in ``runs.states`` and returned again by a later call.
 
     Returns
@@ -204,7 +205,7 @@ def snapshot_states(runs, seed=0, layers=2, sequence=0, batches=None):
     dict
         ``heads`` (:func:`find_heads` at the last step), ``steps``, ``ids`` (n,),
         ``maps[(step, ablation)] = (prev_map, induction_map)`` each (n - 1, n - 1),
-        ``numbers[(step, ablation)] = (second_loss, induction_score)``.
+        ``numbers[(step, ablation)] = (first_loss, second_loss, induction_score)``.
     """
     key = (seed, layers, sequence)
     if batches is None and key in runs.states:  # the stored runs' states, computed before
@@ -223,7 +224,7 @@ def snapshot_states(runs, seed=0, layers=2, sequence=0, batches=None):
         for kind, m in ablation_measures(params, config, batches, heads).items():
             w = m["weights"]
             maps[(step, kind)] = (w[l1][sequence, h1], w[l2][sequence, h2])
-            numbers[(step, kind)] = (m["second"], float(m["induction"][l2, h2]))
+            numbers[(step, kind)] = (m["first"], m["second"], float(m["induction"][l2, h2]))
     state = {"heads": heads, "steps": steps, "ids": ids[sequence], "maps": maps,
              "numbers": numbers}
     if fixed:
