@@ -27,8 +27,9 @@ from .gpt import GPTConfig, gpt_forward, mean_ablation
 from .loss import next_token_losses
 
 __all__ = ["ABLATIONS", "RUNS_PATH", "TASK", "TRACE_PATH", "InductionRuns", "ablation_losses",
-           "ablation_measures", "copy_losses", "eval_batches", "fall_step", "find_heads",
-           "head_scores", "icl", "measures",
+           "ablation_at_distance", "ablation_measures", "copy_losses", "distance_batches", "distance_layout",
+           "eval_batches", "fall_step", "find_heads", "head_scores", "icl", "measures",
+           "training_distances",
            "load_runs", "sampler", "snapshot_states"]
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -67,6 +68,52 @@ def eval_batches(task=TASK):
     return {"repeat": repeated_tokens(rng, b, v, 2 * L, L),
             "reference": repeated_tokens(rng, b, v, 2 * L, L),
             "no_repeat": repeated_tokens(rng, b, v, 2 * L, L, distinct=True)}
+
+
+def training_distances(task=TASK):
+    """``{distance: share}``: how the training sequences' second-copy tokens (those labelled
+    :data:`~attn_core.induction.SECOND`) are spread over the distance back to their earlier
+    occurrence, ``segment + gap``; exact, from the uniform draws of :func:`sampler` (a
+    segment of length ``L`` gives ``L - 1`` such tokens)."""
+    (s0, s1), (g0, g1) = task["segment"], task["gap"]
+    counts = {}
+    for length in range(s0, s1 + 1):
+        for gap in range(g0, g1 + 1):
+            counts[length + gap] = counts.get(length + gap, 0) + length - 1
+    total = sum(counts.values())
+    return {d: counts[d] / total for d in sorted(counts)}
+
+
+def distance_layout(distance, task=TASK):
+    """``(segment, gap)`` that put a copy ``distance`` tokens after its first occurrence,
+    both within the training ranges: the longest segment that fits, then the gap.
+
+    Examples
+    --------
+    >>> distance_layout(8), distance_layout(14), distance_layout(18)
+    ((8, 0), (14, 0), (14, 4))
+    """
+    (s0, s1), (g0, g1) = task["segment"], task["gap"]
+    segment = min(distance - g0, s1)
+    gap = distance - segment
+    if not (s0 <= segment <= s1 and g0 <= gap <= g1):
+        raise ValueError(f"distance must lie in {s0 + g0}..{s1 + g1} (the training's segments "
+                         f"{s0}..{s1} plus gaps {g0}..{g1}), got {distance!r}")
+    return segment, gap
+
+
+def distance_batches(distances, task=TASK):
+    """``{distance: (ids, labels)}``: for each distance, ``eval_batch`` sequences of the
+    training's length (``n_ctx + 1``) with one copy at that distance
+    (:func:`distance_layout`) at a random place; seeded from ``eval_seed`` and the
+    distance."""
+    out = {}
+    for d in distances:
+        segment, gap = distance_layout(d, task)
+        rng = np.random.default_rng([task["eval_seed"], d])
+        out[d] = repeated_tokens(rng, task["eval_batch"], task["vocab_size"],
+                                 task["n_ctx"] + 1, segment, gap)
+    return out
 
 
 def measures(params, config, ids, labels, ablate=None, induction=True):
@@ -143,6 +190,21 @@ def ablation_losses(params, config, batches, heads, kind="mean"):
     layer, h = heads["induction"]
     return {name: (m["second"], float(m["induction"][layer, h]))
             for name, m in ablation_measures(params, config, batches, heads, kind).items()}
+
+
+def ablation_at_distance(runs, seed, distance, kind="mean", task=TASK):
+    """:func:`ablation_losses` of the last snapshot of ``seed``'s two-layer run on sequences
+    with the copy ``distance`` back (:func:`distance_batches`); the heads are those found on
+    the evaluation batches (:func:`find_heads`), the mean over other sequences of the same
+    layout (seeded apart)."""
+    config = runs.config(2)
+    params = runs.params(seed, 2, runs.snapshot_steps(seed, 2)[-1])
+    m = measures(params, config, *eval_batches(task)["repeat"])
+    heads = find_heads(m["prev"], m["induction"])
+    other = dict(task, eval_seed=task["eval_seed"] + 1)
+    batches = {"repeat": distance_batches([distance], task)[distance],
+               "reference": distance_batches([distance], other)[distance]}
+    return ablation_losses(params, config, batches, heads, kind)
 
 
 def fall_step(steps, losses, threshold):
