@@ -27,8 +27,8 @@ from .gpt import GPTConfig, gpt_forward, mean_ablation
 from .loss import next_token_losses
 
 __all__ = ["ABLATIONS", "RUNS_PATH", "TASK", "TRACE_PATH", "InductionRuns", "ablation_losses",
-           "ablation_at_distance", "ablation_measures", "copy_losses", "distance_batches", "distance_layout",
-           "eval_batches", "fall_step", "find_heads", "head_scores", "icl", "measures",
+           "ablation_at_distance", "ablation_measures", "copy_losses", "distance_batches",
+           "distance_layout", "eval_batches", "fall_step", "find_heads", "head_scores", "icl", "measures",
            "training_distances",
            "load_runs", "sampler", "snapshot_states"]
 
