@@ -28,9 +28,8 @@ from .loss import next_token_losses
 
 __all__ = ["ABLATIONS", "RUNS_PATH", "TASK", "TRACE_PATH", "InductionRuns", "ablation_losses",
            "ablation_at_distance", "ablation_measures", "copy_losses", "distance_batches",
-           "distance_layout", "eval_batches", "fall_step", "find_heads", "head_scores", "icl", "measures",
-           "training_distances",
-           "load_runs", "sampler", "snapshot_states"]
+           "distance_layout", "eval_batches", "fall_step", "find_heads", "head_scores", "icl",
+           "load_runs", "measures", "sampler", "snapshot_states", "training_distances"]
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 #: The stored snapshots (``.npz``) and trace (``.json``) of ``tools/train_induction.py``.
