@@ -199,7 +199,7 @@ def test_the_figure_is_sent_before_the_continuation_is_drawn(model):
 def test_the_top_k_value_is_shown_by_a_label_that_cannot_be_typed_into(model):
     """Issue 31: ipywidgets' read-out of a selection slider accepts typed text and ignores it
     (then shows a blank or wrong value); the value is shown by a plain label instead."""
-    from attn_core.explorers.base import READOUT_CLASS
+    from attn_core.explorers.notes import READOUT_CLASS
     ex = gx.gpt_explorer(model, prompt="the", n_new=3)
     slider = ex.controls["top_k"]
     assert slider.readout is False

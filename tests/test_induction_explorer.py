@@ -87,7 +87,7 @@ def test_the_ablation_switch_takes_the_arrow_keys_and_shows_its_value(runs):
     them. Its value is a plain label (a selection slider's own read-out takes typed text)."""
     import ipywidgets as W
 
-    from attn_core.explorers.base import READOUT_CLASS
+    from attn_core.explorers.notes import READOUT_CLASS
     ex = ix.induction_explorer(runs)
     switch = ex.controls["ablation"]
     assert isinstance(switch, W.SelectionSlider) and switch.readout is False

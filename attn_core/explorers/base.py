@@ -45,7 +45,7 @@ from PIL import Image
 from .. import figures
 from .colors import *  # noqa: F403  (re-exported: tests check these colour pairs)
 from .colors import _CELL_CSS, _ERROR_CSS, _HEAD_CSS, _HIGHLIGHT_CSS, _TABLE_CSS, THEME_CSS
-from .notes import _Controls, _holds, dark_png, note_ranges
+from .notes import _Controls, _holds, dark_png, note_ranges, value_note
 
 __all__ = [
     "DPI",
@@ -409,25 +409,10 @@ class Explorer:
 
 def _slider(cls, description, **kwargs):
     return cls(description=description, style=STYLE, layout=W.Layout(width=SLIDER_WIDTH),
-               continuous_update=False,
-               **kwargs)
-
-
-#: CSS class of the label that shows a choice slider's value (:func:`_choice_slider`).
-READOUT_CLASS = "attn-readout"
+               continuous_update=False, **kwargs)
 
 
 def _choice_slider(description, options, value):
-    """``(slider, row)``: a selection slider (it takes the arrow keys, as every slider does)
-    whose value is shown by a plain label beside it, in ``row``.
-
-    ipywidgets' own read-out of a selection slider is editable text that nothing reads back:
-    what a learner types there stays on screen, a blank or wrong value. The label cannot be
-    typed into; it always shows the slider's option.
-    """
-    slider = _slider(W.SelectionSlider, description, options=options, value=value,
-                     readout=False)
-    label = W.Label(value=slider.label, layout=W.Layout(min_width="40px"))
-    label.add_class(READOUT_CLASS)
-    slider.observe(lambda change: setattr(label, "value", change["new"]), names="label")
-    return slider, W.HBox([slider, label])
+    """``(slider, row)``: a selection slider, its value in a label beside it (value_note)."""
+    slider = _slider(W.SelectionSlider, description, options=options, value=value, readout=False)
+    return slider, value_note(slider)
