@@ -25,7 +25,9 @@ bars, their characters and the map.
 
 from __future__ import annotations
 
+import asyncio
 import html
+import threading
 
 import ipywidgets as W
 import numpy as np
@@ -107,6 +109,17 @@ class _HalvesCanvas(_Canvas):
         return _png(canvas)
 
 
+def _in_kernel():
+    """True inside a running kernel (an event loop runs): there the continuation is drawn
+    in a thread, so that the kernel answers the control's message at once and is free for the
+    next one; elsewhere (tests, scripts, benchmarks) it is drawn at once."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def top_chars(probs, chars, n=N_BARS):
     """The ``n`` most likely characters and their probabilities, most likely first.
 
@@ -148,6 +161,9 @@ class GPTExplorer(Explorer):
         self._prompt = None  # (text read, ids, last logits, weights per layer)
         self._prompt_text = None  # the whole prompt typed
         self._sample_key = None
+        self._lock = threading.Lock()  # the continuation may be drawn in a thread
+        self._pending = None  # the latest state whose continuation is still to be drawn
+        self._worker = None  # the thread drawing continuations, while there is one
         c = self.controls
         c["prompt"] = W.Text(value=prompt, description="prompt", continuous_update=False,
                              style=STYLE, layout=W.Layout(width=PROMPT_WIDTH))
@@ -209,13 +225,18 @@ class GPTExplorer(Explorer):
                                 temperature=temperature, top_k=top_k, seed=self.seed)
         if key == self._sample_key:
             return self._generation
-        with threadpool_limits(MODEL_THREADS):
-            self._generation = generate(self.params, self.checkpoint.config, self._prompt[1],
-                                        self.n_new, temperature=temperature, top_k=top_k,
-                                        seed=self.seed)
+        self._generation = self._draw_continuation((*key, None, None))
         self._sample_key = key
         self.samples += 1
         return self._generation
+
+    def _draw_continuation(self, key):
+        """``n_new`` characters after the prompt of state ``key`` (prompt, temperature, top-k,
+        seed, ...), seeded: the same state, the same text."""
+        prompt, temperature, top_k, seed = key[:4]
+        with threadpool_limits(MODEL_THREADS):
+            return generate(self.params, self.checkpoint.config, self.vocab.encode(prompt),
+                            self.n_new, temperature=temperature, top_k=top_k, seed=seed)
 
     def _resample(self):
         self.seed += 1
@@ -241,8 +262,9 @@ class GPTExplorer(Explorer):
             changed = {"top"} if key[1:4] != last[1:4] else set()
             changed |= {"bottom"} if key[4:] != last[4:] else set()
         probs = next_token_probs(logits, temperature, top_k)
-        sampled = (prompt, temperature, top_k, self.seed) == self._sample_key
-        gen = self._generation if sampled else None
+        with self._lock:
+            sampled = (prompt, temperature, top_k, self.seed) == self._sample_key
+            gen = self._generation if sampled else None
         # the highlight: the continuation's first character, one draw (the same draw)
         head_gen = gen if sampled else self._sample(temperature, top_k, min(1, self.n_new))
         names, heights = top_chars(probs, self.vocab.chars)
@@ -260,14 +282,46 @@ class GPTExplorer(Explorer):
             self.canvas.invalidate()  # only the current prompt's background is kept
         else:
             figures.update_gpt_map(self.art, w)
-        self._write(text, gen, probs, w, names, heights)
+        with self._lock:  # from now on, a continuation still being drawn is out of date
+            self._write(text, gen, probs, w, names, heights)
+            first_draw, self._last_key = last is None, key
         png = self.canvas.render_halves(self.art.bar_artists, self.art.map_artists,
                                         self.art.split_y, changed, static_key=text)
         self._set_png(self.canvas, png)  # sent now: the learner sees the change at once
-        self._last_key = key
         if gen is None:  # then the continuation, when it is drawn
-            gen = self._sample(temperature, top_k)
-            self._write(text, gen, probs, w, names, heights)
+            args = (key, text, probs, w, names, heights)
+            if first_draw or not _in_kernel():
+                self._finish(*args)
+                return
+            with self._lock:
+                self._pending, start = args, self._worker is None
+                if start:
+                    self._worker = threading.Thread(target=self._work, daemon=True)
+            if start:
+                self._worker.start()
+
+    def _work(self):
+        """The worker thread: draw the latest pending continuation until none is left (one
+        thread at a time, so that quick changes never draw several at once)."""
+        while True:
+            with self._lock:
+                args, self._pending = self._pending, None
+                if args is None:
+                    self._worker = None
+                    return
+            self._guard(self._finish, *args)
+
+    def _finish(self, key, text, probs, w, names, heights):
+        """Draw the continuation of the state ``key`` and show it, unless a newer change came
+        first (its own continuation follows)."""
+        if key != self._last_key:
+            return
+        gen = self._draw_continuation(key)
+        with self._lock:
+            if key == self._last_key:
+                self._generation, self._sample_key = gen, key[:4]
+                self.samples += 1
+                self._write(text, gen, probs, w, names, heights)
 
     def _write(self, text, gen, probs, w, names, heights):
         """The prompt and its continuation (``gen``; None: still being drawn) and the tables.
