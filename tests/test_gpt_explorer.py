@@ -256,3 +256,26 @@ def test_figure_draws_what_it_is_given_and_updates_in_place():
     with pytest.raises(ValueError, match="tokens must label the 2 rows"):
         figures.update_gpt_map(art, np.eye(2), "abc")
     plt.close(art.figure)
+
+
+def test_in_a_kernel_the_answer_comes_first_and_only_the_latest_continuation_is_shown(model):
+    """Inside a running event loop (a kernel) the continuation is drawn in a worker thread
+    after the control's answer: the figure of each change is sent while its text still says
+    "sampling"; quick changes end with the latest state's continuation, drawn once."""
+    import asyncio
+
+    ex = gx.gpt_explorer(model, prompt="the cat sat", n_new=200)
+    at_png = []
+    ex.image.observe(lambda change: at_png.append(ex.shown()["continuation"]), names="value")
+
+    async def moves():
+        for t in (0.5, 0.7, 0.9):
+            ex.controls["temperature"].value = t
+        while ex._worker is not None:
+            await asyncio.sleep(0.01)
+
+    before = ex.samples
+    asyncio.run(moves())
+    assert at_png and all(text.endswith("(sampling…)") for text in at_png)
+    assert ex.samples >= before + 1 and ex.errors == []
+    check_view(ex, model, 0.9, None, 1, 1)
