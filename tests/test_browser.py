@@ -85,9 +85,11 @@ EXPLORERS = {
         "model_explorer(", ("layer", "head"),
         sentence="The trophy did not fit in the suitcase because it was too big.")],
     "12-learning-attention.ipynb": [Explorer("training_explorer(", ("training step",))],
-    "14-a-tiny-gpt.ipynb": [Explorer("gpt_explorer(", ("layer", "head", "temperature"),
+    "14-a-tiny-gpt.ipynb": [Explorer("gpt_explorer(", ("layer", "head", "temperature",
+                                                       "top-k"),
                                      sentence="The function ")],
-    "15-induction-heads.ipynb": [Explorer("induction_explorer(", ("training step",))],
+    "15-induction-heads.ipynb": [Explorer("induction_explorer(", ("training step",
+                                                                  "ablation"))],
     "16-todays-attention.ipynb": [Explorer("kv_cache_explorer()", ("window", "key/value heads"))],
 }
 #: Key presses per slider (alternating direction at the ends): enough for a median and p95.
@@ -457,6 +459,8 @@ def move_slider(page, output, where, label, latencies):
     slider = slider_named(page, output, label)
     img = output.locator("img.widget-image").first
     handle, readout = slider.locator(".noUi-handle"), slider.locator(".widget-readout")
+    if not readout.is_visible():  # a choice slider: its value is the label beside it
+        readout = slider.locator("xpath=following-sibling::*[contains(@class, 'attn-readout')]")
     latencies[f"{where}: {label}"] = [press_arrow(page, img, handle, readout, where)
                                       for _ in range(PRESSES)]
 

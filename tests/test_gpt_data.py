@@ -64,8 +64,9 @@ def test_vocab_round_trips_the_corpus():
 
 def test_encode_names_every_character_outside_the_vocabulary():
     vocab = CharVocab.from_text("abc ")
-    with pytest.raises(ValueError, match=r"2 character\(s\).*'\\n'.*'z'"):
-        vocab.encode("a z\nb")
+    # in the order typed (issue 31: they were in code-point order, '\n' before 'z')
+    with pytest.raises(ValueError, match=r"2 character\(s\).*'z', '\\n'$"):
+        vocab.encode("a z\nbz")
     with pytest.raises(TypeError, match="text must be a str"):
         vocab.encode([1, 2])
     with pytest.raises(ValueError, match="ids must lie in 0..3"):

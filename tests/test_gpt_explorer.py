@@ -60,10 +60,12 @@ def check_view(ex, model, temperature, top_k, layer, head):
     bars, chars, w, new = expected_view(model, prompt, temperature, top_k, layer, head,
                                         ex.n_new, ex.seed)
     shown = ex.shown()
+    n_ctx = model.config.n_ctx
+    echo = prompt if len(prompt) <= n_ctx else "…" + prompt[-n_ctx:]  # what the model reads
     np.testing.assert_allclose(shown["bars"], bars, rtol=0, atol=1e-12)
     assert shown["chars"] == [figures.char_label(c) for c in chars]
     np.testing.assert_allclose(shown["map"], w, rtol=0, atol=1e-12)
-    assert shown["continuation"] == prompt + new
+    assert shown["continuation"] == echo + new
     np.testing.assert_allclose(shown["next"], bars[:10], atol=5e-4)
     np.testing.assert_allclose(shown["last_row"], np.sort(w[-1])[::-1][:5], atol=5e-4)
 
@@ -119,6 +121,13 @@ def test_a_slider_redraws_half_the_frame_exactly(model):
         np.testing.assert_array_equal(partial, pixels(ex.png), err_msg=name)
 
 
+def test_unknown_characters_are_named_in_the_order_typed(model):
+    """Issue 31: they were named in code-point order."""
+    ex = gx.gpt_explorer(model, prompt="the", n_new=5)
+    with pytest.raises(ValueError, match="'é', 'Q', '!'"):
+        ex.controls["prompt"].value = "thé Q! é"
+
+
 def test_unknown_characters_are_named_in_the_error_box(model):
     ex = gx.gpt_explorer(model, prompt="the", n_new=5)
     with pytest.raises(ValueError, match="'Q', 'é'"):
@@ -137,9 +146,74 @@ def test_unknown_characters_are_named_in_the_error_box(model):
 def test_a_long_prompt_is_cropped_to_the_window_and_said(model):
     prompt = "the cat sat on the mat. the dog ran to the cat"  # 46 > n_ctx = 24
     ex = gx.gpt_explorer(model, prompt=prompt, n_new=5)
-    assert "reads only its last 24" in ex.text_box.value
-    assert ex.shown()["map"].shape == (24, 24)
+    assert "reads only its last 24" in ex.shown()["note"]
+    assert ex.shown()["map"].shape == (gx.MAX_SHOWN, gx.MAX_SHOWN)
     check_view(ex, model, 1.0, None, 1, 1)
+
+
+def test_a_very_long_prompt_says_so_first_and_echoes_only_the_window(model):
+    """Issue 31: a 5,000-character prompt was echoed whole, in bold, above the note that the
+    model reads only its last characters (2,300 px below the box)."""
+    prompt = ("the cat sat on the mat. " * 210)[:5000]
+    ex = gx.gpt_explorer(model, prompt=prompt, n_new=5)
+    markup = ex.text_box.value
+    assert markup.index("reads only its last 24") < markup.index('data-name="continuation"')
+    echoed = ex.shown()["continuation"]
+    assert echoed.startswith("…" + prompt[-24:]) and len(echoed) == 1 + 24 + 5
+    assert prompt[:100] not in markup
+
+
+def test_map_labels_stay_at_the_tick_size_for_a_long_prompt(model):
+    """Issue 31: past 32 characters the map's labels shrank to about 5 px."""
+    from attn_core.figures.base import TICK_FONTSIZE
+    ex = gx.gpt_explorer(model, prompt="the cat sat on the mat. the dog", n_new=3)
+    ax = ex.art.map.ax
+    sizes = {t.get_fontsize() for t in [*ax.get_xticklabels(), *ax.get_yticklabels()]}
+    assert sizes == {TICK_FONTSIZE}
+    assert len(ax.get_xticklabels()) == gx.MAX_SHOWN
+
+
+def test_the_figure_is_sent_before_the_continuation_is_drawn(model):
+    """Issue 31: a temperature, top-k or Sample again change took 340-550 ms in the page,
+    because 200 characters were sampled before the figure was sent. The new PNG must reach
+    the Image widget before the continuation is drawn; the bar highlighted is the
+    continuation's first character all the same."""
+    ex = gx.gpt_explorer(model, prompt="the cat", n_new=40)
+    at_png = []
+    ex.image.observe(lambda change: at_png.append((ex.samples, ex.shown()["continuation"])),
+                     names="value")
+    for name, value in (("temperature", 0.6), ("top_k", 5)):
+        before = ex.samples
+        ex.controls[name].value = value
+        assert at_png and at_png[-1][0] == before, name  # the figure first ...
+        assert ex.samples == before + 1  # ... then the sample
+        assert at_png[-1][1].endswith("(sampling…)")
+        new = ex.shown()["continuation"][len("the cat"):]
+        highlighted = [b.get_facecolor() for b in ex.art.bars].index(
+            matplotlib.colors.to_rgba(figures.base.BAR_HIGHLIGHT_COLOR))
+        assert ex.shown()["chars"][highlighted] == figures.char_label(new[0])
+    ex.controls["resample"].click()
+    check_view(ex, model, 0.6, 5, 1, 1)
+
+
+def test_the_top_k_value_is_shown_by_a_label_that_cannot_be_typed_into(model):
+    """Issue 31: ipywidgets' read-out of a selection slider accepts typed text and ignores it
+    (then shows a blank or wrong value); the value is shown by a plain label instead."""
+    from attn_core.explorers.notes import READOUT_CLASS
+    ex = gx.gpt_explorer(model, prompt="the", n_new=3)
+    slider = ex.controls["top_k"]
+    assert slider.readout is False
+    def boxes(widget):
+        for child in getattr(widget, "children", ()):
+            yield child
+            yield from boxes(child)
+
+    box = next(b for b in boxes(ex.widget) if slider in getattr(b, "children", ()))
+    label = next(w for w in box.children if READOUT_CLASS in w._dom_classes)
+    assert isinstance(label, gx.W.Label)
+    for value in (3, 20, len(CHARS)):
+        slider.value = value
+        assert label.value == slider.label
 
 
 def test_bad_arguments_are_named(model):
@@ -182,3 +256,26 @@ def test_figure_draws_what_it_is_given_and_updates_in_place():
     with pytest.raises(ValueError, match="tokens must label the 2 rows"):
         figures.update_gpt_map(art, np.eye(2), "abc")
     plt.close(art.figure)
+
+
+def test_in_a_kernel_the_answer_comes_first_and_only_the_latest_continuation_is_shown(model):
+    """Inside a running event loop (a kernel) the continuation is drawn in a worker thread
+    after the control's answer: the figure of each change is sent while its text still says
+    "sampling"; quick changes end with the latest state's continuation, drawn once."""
+    import asyncio
+
+    ex = gx.gpt_explorer(model, prompt="the cat sat", n_new=200)
+    at_png = []
+    ex.image.observe(lambda change: at_png.append(ex.shown()["continuation"]), names="value")
+
+    async def moves():
+        for t in (0.5, 0.7, 0.9):
+            ex.controls["temperature"].value = t
+        while ex._worker is not None:
+            await asyncio.sleep(0.01)
+
+    before = ex.samples
+    asyncio.run(moves())
+    assert at_png and all(text.endswith("(sampling…)") for text in at_png)
+    assert ex.samples >= before + 1 and ex.errors == []
+    check_view(ex, model, 0.9, None, 1, 1)

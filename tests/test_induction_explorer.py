@@ -6,6 +6,7 @@ import pytest
 
 import attn_core.explorers.induction as ix
 import attn_core.nn.induction_run as ir
+from attn_core.induction import FIRST, SECOND
 from attn_core.nn import gpt_forward
 from attn_core.nn.gpt import head_outputs
 
@@ -46,14 +47,55 @@ def test_explorer_shows_each_snapshot_and_ablation(runs, monkeypatch):
     assert ex.errors == []
 
 
-def test_ablating_the_previous_token_head_shows_in_the_numbers(runs):
+def copy_losses_by_hand(params, config, ids, labels, ablate):
+    """Mean loss on the first and second copy, from the logits by a float64 log-softmax."""
+    logits, _ = gpt_forward(params, config, ids[:, :-1], ablate)
+    z = np.asarray(logits, dtype=np.float64)
+    z = z - z.max(axis=-1, keepdims=True)
+    log_p = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+    loss = -np.take_along_axis(log_p, ids[:, 1:, None], axis=-1)[..., 0]
+    lab = labels[:, 1:]
+    return loss[lab == FIRST].mean(), loss[lab == SECOND].mean()
+
+
+def test_every_number_in_a_row_belongs_to_that_rows_model(runs):
+    """Issue 31: the ablated rows showed the unablated first-copy loss (3.418 where the
+    ablated model's is 3.406)."""
     ex = ix.induction_explorer(runs)
-    ex.controls["ablation"].value = "none"
-    intact = ex.shown()["numbers"]
-    ex.controls["ablation"].value = "prev"
-    ablated = ex.shown()["numbers"]
-    assert ablated[1] > intact[1] + 1.0  # second-copy loss, at the last step
-    assert ablated[0] == pytest.approx(intact[0])  # the first-copy column is the run's trace
+    batches = ir.eval_batches()
+    ids, labels = batches["repeat"]
+    ref = batches["reference"][0][:, :-1]
+    config, heads = runs.config(2), ex.state["heads"]
+    step = runs.snapshot_steps(0, 2)[-1]
+    params = runs.params(0, 2, step)
+    rows = {}
+    for kind in ("none", "prev", "control"):
+        ex.controls["ablation"].value = kind
+        ablate = None
+        if kind != "none":
+            layer, h = heads[kind]
+            ablate = {(layer, h): head_outputs(params, config, ref)[layer][:, h].mean(axis=0)}
+        first, second = copy_losses_by_hand(params, config, ids, labels, ablate)
+        rows[kind] = ex.shown()["numbers"]
+        np.testing.assert_allclose(rows[kind][:2], [first, second], atol=6e-4)
+    assert rows["prev"][1] > rows["none"][1] + 1.0  # second-copy loss, at the last step
+    assert rows["prev"][0] != rows["none"][0]  # the first copy too: another model
+
+
+def test_the_ablation_switch_takes_the_arrow_keys_and_shows_its_value(runs):
+    """Issue 31: arrow keys on the ablation buttons moved JupyterLab's cells; a slider takes
+    them. Its value is a plain label (a selection slider's own read-out takes typed text)."""
+    import ipywidgets as W
+
+    from attn_core.explorers.notes import READOUT_CLASS
+    ex = ix.induction_explorer(runs)
+    switch = ex.controls["ablation"]
+    assert isinstance(switch, W.SelectionSlider) and switch.readout is False
+    row = next(r for r in ex._rows if switch in getattr(r, "children", ()))
+    label = next(w for w in row.children if READOUT_CLASS in w._dom_classes)
+    for kind in ("prev", "control", "none"):
+        switch.value = kind
+        assert label.value == ix.ABLATION_LABELS[kind] == switch.label
 
 
 def test_explorer_png_changes_with_the_step(runs):

@@ -68,6 +68,9 @@ def check_param_count(answer, config):
         ("the position embeddings (n_ctx rows of d_model) are missing.", dict(wpe=0)),
         ("the unembedding is counted as tied to the token embedding; here it is its own "
          "(d_model, vocab) matrix.", dict(unembed=0)),
+        ("the unembedding has a bias in your count: this model's unembedding is a matrix "
+         "alone, with no bias (one per vocabulary entry would be too many).",
+         dict(unembed=d * config.vocab_size + config.vocab_size)),
         ("the attention has four matrices (queries, keys, values and the output projection), "
          "each d_model x d_model.", dict(attn=3 * d * d, attn_b=3 * d)),
         (f"the MLP's hidden width is d_ff = {f}, not d_model.", dict(mlp=2 * d * d, mlp_b=2 * d)),
@@ -126,25 +129,30 @@ def check_layer_norm_backward(fn):
 
     mistakes = [
         mistake("the mean term is missing: moving every entry of a row by the same amount "
-                "does not change the output, so the gradient must sum to 0 along each row "
-                "(subtract the row's mean of gamma·dy).", mean_term=False),
-        mistake("the term through the variance is missing: a change of x_j also changes the "
-                "row's standard deviation (subtract z times the row's mean of gamma·dy·z).",
-                z_term=False),
+                "does not change the output, so the gradient must sum to zero along each row; "
+                "the term that does it comes from the row's mean, which every entry moves.",
+                mean_term=False),
+        mistake("the term through the variance is missing: a change of one entry also "
+                "changes the row's standard deviation, and through it every normalised "
+                "entry of the row; that path gives a third term, the same for the whole row "
+                "up to each entry's own normalised value.", z_term=False),
         mistake("only the direct term is left: both the mean and the variance depend on every "
                 "entry of the row.", mean_term=False, z_term=False),
-        mistake("gamma is missing: the output is gamma·z + beta, so dL/dz is gamma·dy.",
-                use_gamma=False),
-        mistake("eps is missing: divide by sqrt(variance + eps), as the forward pass does "
-                "(it matters on a row of tiny variance).", use_eps=False),
+        mistake("gamma is missing: the output scales each normalised entry by its gain, so the "
+                "gradient reaching the normalised row is the output's gradient scaled by the "
+                "same gains.", use_gamma=False),
+        mistake("eps is missing: the backward pass divides by the same standard deviation as "
+                "the forward pass, the one with eps added to the variance (it matters on a "
+                "row of tiny variance).", use_eps=False),
         mistake("the two correction terms use sums where means belong: divide them by the "
                 "row's d entries.", means=False),
     ]
     return judge(fn, cases, mistakes, what="gradient",
-                 stub_hint="g = gamma·dy is the gradient with respect to z; z depends on x_j "
-                           "directly, through the row's mean and through its variance: three "
-                           "terms, the last two the same for the whole row. Each row of dx sums "
-                           "to 0.",
+                 stub_hint="start from the gradient with respect to the normalised row (the "
+                           "output's gradient scaled by the gains); each normalised entry "
+                           "depends on an input entry directly, through the row's mean and "
+                           "through its variance: three terms, the last two shared by the "
+                           "whole row. Each row of the result sums to zero.",
                  shape_rule="the gradient has the shape of x",
                  why="Your backward pass agrees with attn_core.nn on a batch and on a row of "
                      "tiny variance; each row of dx sums to 0.")
@@ -232,9 +240,10 @@ def check_block(fn):
                 "block the layer norm comes before each sub-layer and the residual adds the "
                 "un-normalised x.", "post"),
         mistake("the residual connections are missing: each sub-layer's output is added to "
-                "its input, x = x + attn(ln1(x)).", "no residual"),
-        mistake("the residual adds the normalised x: keep the un-normalised stream, "
-                "x = x + attn(ln1(x)).", "residual of the normed"),
+                "the stream it read from, not passed on alone.", "no residual"),
+        mistake("the residual adds the normalised x: the sub-layer reads a normalised copy, "
+                "but its output is added to the un-normalised stream.",
+                "residual of the normed"),
         mistake("the MLP gets its input through ln1: it has its own layer norm, ln2.",
                 "one norm"),
         mistake("this is a parallel block (attention and MLP both read x): in this GPT the MLP "
@@ -291,8 +300,9 @@ def check_sampling_probs(fn):
                   next_token_probs(logits, temperature=t, top_k=k))
              for t, k in ((1.0, None), (0.5, None), (2.0, 3), (0.7, 1))]
     cases.append(Case("logits near 1000", (big, 1.0, None), next_token_probs(big),
-                      nonfinite_hint="exp(1000) overflows: subtract the largest logit before "
-                                     "taking exponentials (it does not change the softmax)."))
+                      nonfinite_hint="the exponential of a logit near 1000 overflows: shift "
+                                     "every logit down by the largest one before taking "
+                                     "exponentials (the softmax does not change)."))
 
     def mistake(hint, **switches):
         return Mistake(hint, lambda lg, t, k: _probs(lg, t, k, **switches))
@@ -302,9 +312,9 @@ def check_sampling_probs(fn):
                 "below 1 sharpens the distribution and above 1 flattens it.", multiply=True),
         mistake("top-k keeps the k least likely tokens: keep the k largest logits.",
                 smallest=True),
-        mistake("after top-k the probabilities no longer sum to 1: set the other logits to "
-                "-inf before the softmax (or divide by the kept probabilities' sum).",
-                renormalise=False),
+        mistake("after top-k the probabilities no longer sum to 1: leave the other tokens out "
+                "of the softmax altogether, or rescale the kept probabilities so that they "
+                "sum to one.", renormalise=False),
         mistake("top-k keeps one token too many.", k_shift=1),
         mistake("top-k keeps one token too few.", k_shift=-1),
     ]

@@ -198,8 +198,8 @@ def check_which_ablation(answer, table):
             wrong[option] = (f"ablating {name} does raise the second-copy loss, but so does "
                              "the other ablation, about as much: look at both rows.")
     wrong["c"] = ("layer 2 does not find the copy on its own: an ablation in layer 1 raises "
-                  "the second-copy loss by more than half a nat, and the one-layer models "
-                  "never learn the copy.")
+                  "the second-copy loss by more than half a nat (and the one-layer models, "
+                  "with no layer below theirs, help only at the distances training favours).")
     wrong["d"] = ("not equally: one ablation raises the second-copy loss far more than the "
                   "other." if expected != "c" else
                   "neither ablation raises the second-copy loss by half a nat.")

@@ -45,7 +45,7 @@ from PIL import Image
 from .. import figures
 from .colors import *  # noqa: F403  (re-exported: tests check these colour pairs)
 from .colors import _CELL_CSS, _ERROR_CSS, _HEAD_CSS, _HIGHLIGHT_CSS, _TABLE_CSS, THEME_CSS
-from .notes import _Controls, _holds, dark_png, note_ranges
+from .notes import _Controls, _holds, dark_png, note_ranges, value_note
 
 __all__ = [
     "DPI",
@@ -409,5 +409,10 @@ class Explorer:
 
 def _slider(cls, description, **kwargs):
     return cls(description=description, style=STYLE, layout=W.Layout(width=SLIDER_WIDTH),
-               continuous_update=False,
-               **kwargs)
+               continuous_update=False, **kwargs)
+
+
+def _choice_slider(description, options, value):
+    """``(slider, row)``: a selection slider, its value in a label beside it (value_note)."""
+    slider = _slider(W.SelectionSlider, description, options=options, value=value, readout=False)
+    return slider, value_note(slider)

@@ -6,8 +6,11 @@ prompt (:func:`attn_core.nn.gpt_forward`: its last position's logits and every h
 attention over it); then
 
 * ``temperature`` and ``top_k`` reshape the next-character distribution
-  (:func:`attn_core.nn.next_token_probs`) and sample a new continuation through the KV cache
-  (:func:`attn_core.nn.generate`, seeded: the same settings give the same text);
+  (:func:`attn_core.nn.next_token_probs`) and sample a new continuation
+  (:func:`attn_core.nn.generate`, seeded: the same settings give the same text). The bars
+  and the map are sent first (with the sample's first character, one draw, highlighted);
+  the continuation follows when it is drawn (``N_NEW`` characters, most of them a forward
+  pass of the whole window once the window is full), so a change is seen at once;
 * ``layer`` and ``head`` only choose which stored attention map to show;
 * ``Sample again`` draws with the next seed.
 
@@ -15,13 +18,16 @@ Shown: the bars of the most likely next characters (the sampled one highlighted)
 chosen head's causal map over the prompt's last characters (:func:`attn_core.figures.
 gpt_figure`), and in HTML the prompt with its continuation and tables of the numbers.
 A prompt with characters outside the model's vocabulary is an error that names them, in
-the red box. Speed follows :mod:`attn_core.explorers.base`: a new prompt redraws the static
-background (its labels) once; a slider redraws only the bars, their characters and the map.
+the red box, in the order they were typed. Speed follows :mod:`attn_core.explorers.base`:
+a new prompt redraws the static background (its labels) once; a slider redraws only the
+bars, their characters and the map.
 """
 
 from __future__ import annotations
 
+import asyncio
 import html
+import threading
 
 import ipywidgets as W
 import numpy as np
@@ -37,6 +43,7 @@ from .base import (
     TEXT_COLOR,
     Explorer,
     _Canvas,
+    _choice_slider,
     _png,
     _row,
     _slider,
@@ -52,8 +59,9 @@ DEFAULT_PROMPT = "The attention "
 N_NEW = 200
 #: Bars of the next-character distribution (the most likely first).
 N_BARS = 16
-#: The map shows at most the prompt's last this many characters (longer: unreadable labels).
-MAX_SHOWN = 32
+#: The map shows at most the prompt's last this many characters: more would shrink its
+#: labels below the figures' tick size (``figures.base.TICK_FONTSIZE``).
+MAX_SHOWN = 16
 TEMPERATURES = (0.1, 2.0, 0.05)  # min, max, step of the temperature slider
 TOP_KS = (1, 2, 3, 5, 10, 20, 40)  # then "all" (the whole vocabulary)
 #: BLAS threads for the model (see the model explorer: one is quickest on a shared machine).
@@ -101,6 +109,17 @@ class _HalvesCanvas(_Canvas):
         return _png(canvas)
 
 
+def _in_kernel():
+    """True inside a running kernel (an event loop runs): there the continuation is drawn
+    in a thread, so that the kernel answers the control's message at once and is free for the
+    next one; elsewhere (tests, scripts, benchmarks) it is drawn at once."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def top_chars(probs, chars, n=N_BARS):
     """The ``n`` most likely characters and their probabilities, most likely first.
 
@@ -142,6 +161,9 @@ class GPTExplorer(Explorer):
         self._prompt = None  # (text read, ids, last logits, weights per layer)
         self._prompt_text = None  # the whole prompt typed
         self._sample_key = None
+        self._lock = threading.Lock()  # the continuation may be drawn in a thread
+        self._pending = None  # the latest state whose continuation is still to be drawn
+        self._worker = None  # the thread drawing continuations, while there is one
         c = self.controls
         c["prompt"] = W.Text(value=prompt, description="prompt", continuous_update=False,
                              style=STYLE, layout=W.Layout(width=PROMPT_WIDTH))
@@ -155,8 +177,7 @@ class GPTExplorer(Explorer):
         if top not in [v for _, v in options]:
             raise ValueError(f"top_k must be one of {[v for _, v in options[:-1]]} or None "
                              f"(all {len(self.vocab)} characters), got {top_k!r}")
-        c["top_k"] = _slider(W.SelectionSlider, "top-k (characters kept)", options=options,
-                             value=top)
+        c["top_k"], top_k_row = _choice_slider("top-k (characters kept)", options, top)
         c["layer"] = _slider(W.IntSlider, "layer", min=1, max=cfg.n_layers, value=layer)
         c["head"] = _slider(W.IntSlider, "head", min=1, max=cfg.n_heads, value=head)
         self._watch("prompt", "temperature", "top_k", "layer", "head")
@@ -166,12 +187,12 @@ class GPTExplorer(Explorer):
         self.canvas = _HalvesCanvas(figures.gpt.FIGSIZE, layout="compressed")
         self._read_prompt(prompt)  # a bad first prompt raises right here
         text, ids, logits, weights = self._prompt
-        shown = self._shown_slice(len(ids))
+        shown = self._shown_slice(len(text))
         names, heights = top_chars(next_token_probs(logits, temperature, top), self.vocab.chars)
         self.art = figures.gpt_figure(heights, names, weights[layer - 1][head - 1][shown, shown],
                                       text[shown], fig=self.canvas.figure)
         self._labels_for = text
-        self._start(_row(c["prompt"], c["resample"]), _row(c["temperature"], c["top_k"]),
+        self._start(_row(c["prompt"], c["resample"]), _row(c["temperature"], top_k_row),
                     _row(c["layer"], c["head"]), self.image, self.text_box, self.readout)
 
     # --- the model ------------------------------------------------------------------------
@@ -194,17 +215,28 @@ class GPTExplorer(Explorer):
     def _shown_slice(n):
         return slice(max(0, n - MAX_SHOWN), None)
 
-    def _sample(self, temperature, top_k):
+    def _sample(self, temperature, top_k, n_new=None):
+        """The continuation (``n_new`` characters, default ``self.n_new``; one character:
+        the first of the whole continuation, the same draw, not stored)."""
         key = (self._prompt_text, temperature, top_k, self.seed)
+        if n_new is not None:
+            with threadpool_limits(MODEL_THREADS):
+                return generate(self.params, self.checkpoint.config, self._prompt[1], n_new,
+                                temperature=temperature, top_k=top_k, seed=self.seed)
         if key == self._sample_key:
             return self._generation
-        with threadpool_limits(MODEL_THREADS):
-            self._generation = generate(self.params, self.checkpoint.config, self._prompt[1],
-                                        self.n_new, temperature=temperature, top_k=top_k,
-                                        seed=self.seed)
+        self._generation = self._draw_continuation((*key, None, None))
         self._sample_key = key
         self.samples += 1
         return self._generation
+
+    def _draw_continuation(self, key):
+        """``n_new`` characters after the prompt of state ``key`` (prompt, temperature, top-k,
+        seed, ...), seeded: the same state, the same text."""
+        prompt, temperature, top_k, seed = key[:4]
+        with threadpool_limits(MODEL_THREADS):
+            return generate(self.params, self.checkpoint.config, self.vocab.encode(prompt),
+                            self.n_new, temperature=temperature, top_k=top_k, seed=seed)
 
     def _resample(self):
         self.seed += 1
@@ -230,9 +262,13 @@ class GPTExplorer(Explorer):
             changed = {"top"} if key[1:4] != last[1:4] else set()
             changed |= {"bottom"} if key[4:] != last[4:] else set()
         probs = next_token_probs(logits, temperature, top_k)
-        gen = self._sample(temperature, top_k)
+        with self._lock:
+            sampled = (prompt, temperature, top_k, self.seed) == self._sample_key
+            gen = self._generation if sampled else None
+        # the highlight: the continuation's first character, one draw (the same draw)
+        head_gen = gen if sampled else self._sample(temperature, top_k, min(1, self.n_new))
         names, heights = top_chars(probs, self.vocab.chars)
-        first = self.vocab.chars[int(gen.new_ids[0])] if len(gen.new_ids) else None
+        first = self.vocab.chars[int(head_gen.new_ids[0])] if len(head_gen.new_ids) else None
         figures.update_gpt_bars(self.art, heights, names,
                                 highlight=names.index(first) if first in names else None)
         shown = self._shown_slice(len(text))
@@ -246,23 +282,62 @@ class GPTExplorer(Explorer):
             self.canvas.invalidate()  # only the current prompt's background is kept
         else:
             figures.update_gpt_map(self.art, w)
-        self._write(text, gen, probs, w, names, heights)
+        with self._lock:  # from now on, a continuation still being drawn is out of date
+            self._write(text, gen, probs, w, names, heights)
+            first_draw, self._last_key = last is None, key
         png = self.canvas.render_halves(self.art.bar_artists, self.art.map_artists,
                                         self.art.split_y, changed, static_key=text)
-        self._set_png(self.canvas, png)
-        self._last_key = key
+        self._set_png(self.canvas, png)  # sent now: the learner sees the change at once
+        if gen is None:  # then the continuation, when it is drawn
+            args = (key, text, probs, w, names, heights)
+            if first_draw or not _in_kernel():
+                self._finish(*args)
+                return
+            with self._lock:
+                self._pending, start = args, self._worker is None
+                if start:
+                    self._worker = threading.Thread(target=self._work, daemon=True)
+            if start:
+                self._worker.start()
+
+    def _work(self):
+        """The worker thread: draw the latest pending continuation until none is left (one
+        thread at a time, so that quick changes never draw several at once)."""
+        while True:
+            with self._lock:
+                args, self._pending = self._pending, None
+                if args is None:
+                    self._worker = None
+                    return
+            self._guard(self._finish, *args)
+
+    def _finish(self, key, text, probs, w, names, heights):
+        """Draw the continuation of the state ``key`` and show it, unless a newer change came
+        first (its own continuation follows)."""
+        if key != self._last_key:
+            return
+        gen = self._draw_continuation(key)
+        with self._lock:
+            if key == self._last_key:
+                self._generation, self._sample_key = gen, key[:4]
+                self.samples += 1
+                self._write(text, gen, probs, w, names, heights)
 
     def _write(self, text, gen, probs, w, names, heights):
+        """The prompt and its continuation (``gen``; None: still being drawn) and the tables.
+        A prompt longer than the window: the note comes first, and only the characters the
+        model reads are echoed, after an ellipsis."""
         prompt = self.controls["prompt"].value
-        new = self.vocab.decode(gen.new_ids)
-        note = ""
+        note, echo = "", prompt
         if len(prompt) > len(text):
             note = (f'<p style="{_NOTE_CSS}">The prompt has {len(prompt)} characters; the model '
                     f"reads only its last {len(text)} (its context window).</p>")
+            echo = "…" + text
+        new = (html.escape(self.vocab.decode(gen.new_ids)) if gen is not None else
+               f'<span style="{_NOTE_CSS}"> (sampling…)</span>')
         self.text_box.value = (
-            f'<div data-name="continuation" style="{_TEXT_CSS}">'
-            f'<span style="{_PROMPT_CSS}">{html.escape(prompt)}</span>{html.escape(new)}</div>'
-            + note)
+            note + f'<div data-name="continuation" style="{_TEXT_CSS}">'
+            f'<span style="{_PROMPT_CSS}">{html.escape(echo)}</span>{new}</div>')
         labels = [figures.char_label(ch) for ch in names[:10]]
         last = w[-1]
         keys = np.argsort(-last, kind="stable")[:5]
@@ -284,7 +359,9 @@ class GPTExplorer(Explorer):
                 "chars": [t.get_text() for t in self.art.chars],
                 "map": np.array(np.ma.getdata(self.art.map.image.get_array()), dtype=float),
                 "map_title": self.art.map.ax.get_title(),
-                "continuation": _text_of(self.text_box.value).split("The prompt has")[0],
+                "continuation": _text_of(self.text_box.value.split("</p>")[-1]),
+                "note": _text_of(self.text_box.value.split("</p>")[0])
+                if "</p>" in self.text_box.value else "",
                 "next": tables["next"][0], "last_row": tables["last_row"][0],
                 "readout": _text_of(self.readout.value)}
 

@@ -18,6 +18,7 @@ from .arguments import check_int, check_option
 from .base import (
     Explorer,
     _Canvas,
+    _choice_slider,
     _heatmap_dynamic,
     _slider,
     _table,
@@ -54,9 +55,10 @@ class InductionExplorer(Explorer):
         losses = {"first copy": run["first"], "second copy": run["second"]}
         c = self.controls
         c["step"] = _slider(W.SelectionSlider, "training step", options=steps, value=step)
-        c["ablation"] = W.ToggleButtons(
-            options=[(ABLATION_LABELS[k], k) for k in ABLATIONS], value=ablation,
-            style={"button_width": "230px"})
+        # a slider, not buttons: it takes the arrow keys (JupyterLab moves cells on arrow
+        # keys that no control takes)
+        c["ablation"], ablation_row = _choice_slider(
+            "ablation", [(ABLATION_LABELS[k], k) for k in ABLATIONS], ablation)
         self._watch("step", "ablation")
         self.readout = W.HTML()
         self.canvas = _Canvas(figures.induction.FIGSIZE)
@@ -68,7 +70,7 @@ class InductionExplorer(Explorer):
             self.curve_steps, losses, step, prev_map, ind_map, segment=segment,
             titles=(f"layer {l1 + 1} head {h1 + 1} (previous token)",
                     f"layer {l2 + 1} head {h2 + 1} (induction)"), fig=self.canvas.figure)
-        self._start(c["step"], c["ablation"], self.image, self.readout)
+        self._start(c["step"], ablation_row, self.image, self.readout)
 
     def _update(self):
         step, ablation = self.controls["step"].value, self.controls["ablation"].value
@@ -76,9 +78,7 @@ class InductionExplorer(Explorer):
             return
         prev_map, ind_map = self.state["maps"][(step, ablation)]
         figures.update_induction_figure(self.art, step, prev_map, ind_map)
-        second, ind = self.state["numbers"][(step, ablation)]
-        i = int(np.searchsorted(self.curve_steps, step))
-        first = self.art.lines["first copy"].get_ydata()[i]
+        first, second, ind = self.state["numbers"][(step, ablation)]  # this row's model
         c = self.state["heads"]["control"]
         self.readout.value = (
             f'<div data-name="readout" style="font-family:monospace;font-size:13px">'
@@ -87,7 +87,7 @@ class InductionExplorer(Explorer):
             + _table("numbers", np.array([[first, second, ind]]),
                      row_labels=[ABLATION_LABELS[ablation]],
                      col_labels=["first-copy loss", "second-copy loss", "induction score"],
-                     title="over the 64 evaluation sequences"))
+                     title="the model as ablated, over the 64 evaluation sequences"))
         dynamic = [*self.art.markers.values(), self.art.guide,
                    *(a for m in self.art.maps for a in _heatmap_dynamic(m)),
                    *self.art.copy_lines]  # drawn over the maps again

@@ -4,7 +4,8 @@
 last, so that :class:`~attn_core.explorers.base.Explorer` shows an error right below that
 control's row (an error shown below a tall figure is off the screen: nothing seems to
 happen). Number boxes clamp an entry outside their range without a word; the note of
-:func:`_range_note`, put beside them, says so.
+:func:`_range_note`, put beside them, says so. A selection slider's value is shown by a plain
+label beside it (:func:`value_note`).
 """
 
 from __future__ import annotations
@@ -111,6 +112,23 @@ def note_ranges(explorer, rows):
         else:  # the box is a row of its own: the note just below it
             rows[i] = W.VBox([row, note])
     return tuple(rows)
+
+
+#: CSS class of the label that shows a selection slider's value (:func:`value_note`).
+READOUT_CLASS = "attn-readout"
+
+
+def value_note(slider):
+    """``slider`` and a plain label showing its option, side by side (an HBox).
+
+    ipywidgets' own read-out of a selection slider is editable text that nothing reads back:
+    what a learner types there stays on screen, a blank or wrong value. Make the slider with
+    ``readout=False`` and show it in this row; it still takes the arrow keys.
+    """
+    label = W.Label(value=slider.label, layout=W.Layout(min_width="40px"))
+    label.add_class(READOUT_CLASS)
+    slider.observe(lambda change: setattr(label, "value", change["new"]), names="label")
+    return W.HBox([slider, label])
 
 
 def _dark_lut():

@@ -68,12 +68,13 @@ class CharVocab:
     def encode(self, text):
         """``text`` as an int64 array of ids, shape ``(len(text),)``.
 
-        A character outside the vocabulary is a ValueError that names every such character.
+        A character outside the vocabulary is a ValueError that names every such character,
+        in the order of its first appearance in ``text``.
         """
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         index = self.index
-        unknown = sorted({c for c in text if c not in index})
+        unknown = list(dict.fromkeys(c for c in text if c not in index))  # as typed
         if unknown:
             raise ValueError(f"text holds {len(unknown)} character(s) outside the vocabulary "
                              f"of {len(self)}: {', '.join(repr(c) for c in unknown)}")

@@ -28,9 +28,9 @@ from .gpt import GPTConfig, gpt_forward, mean_ablation
 from .loss import next_token_losses
 
 __all__ = ["ABLATIONS", "RUNS_PATH", "TASK", "TRACE_PATH", "InductionRuns", "ablation_losses",
-           "ablation_measures", "copy_losses", "eval_batches", "fall_step", "find_heads",
-           "head_scores", "icl", "measures",
-           "load_runs", "sampler", "snapshot_states"]
+           "ablation_at_distance", "ablation_measures", "copy_losses", "distance_batches",
+           "distance_layout", "eval_batches", "fall_step", "find_heads", "head_scores", "icl",
+           "load_runs", "measures", "sampler", "snapshot_states", "training_distances"]
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 #: The stored snapshots (``.npz``) and trace (``.json``) of ``tools/train_induction.py``.
@@ -85,6 +85,52 @@ def _check_batch(config, ids, labels=None):
             raise ValueError(f"labels must have the shape of ids {ids.shape} (the labels of "
                              f"repeated_tokens), got {labels.shape}")
     return ids, labels
+
+
+def training_distances(task=TASK):
+    """``{distance: share}``: how the training sequences' second-copy tokens (those labelled
+    :data:`~attn_core.induction.SECOND`) are spread over the distance back to their earlier
+    occurrence, ``segment + gap``; exact, from the uniform draws of :func:`sampler` (a
+    segment of length ``L`` gives ``L - 1`` such tokens)."""
+    (s0, s1), (g0, g1) = task["segment"], task["gap"]
+    counts = {}
+    for length in range(s0, s1 + 1):
+        for gap in range(g0, g1 + 1):
+            counts[length + gap] = counts.get(length + gap, 0) + length - 1
+    total = sum(counts.values())
+    return {d: counts[d] / total for d in sorted(counts)}
+
+
+def distance_layout(distance, task=TASK):
+    """``(segment, gap)`` that put a copy ``distance`` tokens after its first occurrence,
+    both within the training ranges: the longest segment that fits, then the gap.
+
+    Examples
+    --------
+    >>> distance_layout(8), distance_layout(14), distance_layout(18)
+    ((8, 0), (14, 0), (14, 4))
+    """
+    (s0, s1), (g0, g1) = task["segment"], task["gap"]
+    segment = min(distance - g0, s1)
+    gap = distance - segment
+    if not (s0 <= segment <= s1 and g0 <= gap <= g1):
+        raise ValueError(f"distance must lie in {s0 + g0}..{s1 + g1} (the training's segments "
+                         f"{s0}..{s1} plus gaps {g0}..{g1}), got {distance!r}")
+    return segment, gap
+
+
+def distance_batches(distances, task=TASK):
+    """``{distance: (ids, labels)}``: for each distance, ``eval_batch`` sequences of the
+    training's length (``n_ctx + 1``) with one copy at that distance
+    (:func:`distance_layout`) at a random place; seeded from ``eval_seed`` and the
+    distance."""
+    out = {}
+    for d in distances:
+        segment, gap = distance_layout(d, task)
+        rng = np.random.default_rng([task["eval_seed"], d])
+        out[d] = repeated_tokens(rng, task["eval_batch"], task["vocab_size"],
+                                 task["n_ctx"] + 1, segment, gap)
+    return out
 
 
 def measures(params, config, ids, labels, ablate=None, induction=True):
@@ -187,6 +233,21 @@ def ablation_losses(params, config, batches, heads, kind="mean"):
     return {name: (m["second"], float(m["induction"][layer, h])) for name, m in found.items()}
 
 
+def ablation_at_distance(runs, seed, distance, kind="mean", task=TASK):
+    """:func:`ablation_losses` of the last snapshot of ``seed``'s two-layer run on sequences
+    with the copy ``distance`` back (:func:`distance_batches`); the heads are those found on
+    the evaluation batches (:func:`find_heads`), the mean over other sequences of the same
+    layout (seeded apart)."""
+    config = runs.config(2)
+    params = runs.params(seed, 2, runs.snapshot_steps(seed, 2)[-1])
+    m = measures(params, config, *eval_batches(task)["repeat"])
+    heads = find_heads(m["prev"], m["induction"])
+    other = dict(task, eval_seed=task["eval_seed"] + 1)
+    batches = {"repeat": distance_batches([distance], task)[distance],
+               "reference": distance_batches([distance], other)[distance]}
+    return ablation_losses(params, config, batches, heads, kind)
+
+
 def fall_step(steps, losses, threshold):
     """The first of ``steps`` at which ``losses`` is below ``threshold`` (notebook 15: the
     second-copy loss below half of chance, ``ln(vocab) / 2``); None if it never is."""
@@ -247,7 +308,8 @@ def snapshot_states(runs, seed=0, layers=2, sequence=0, batches=None):
     """Everything the explorer shows, computed once: for each stored step of one run and
     each ablation of :data:`ABLATIONS` (the heads found at the last step, mean-ablated),
     the two found heads' maps on sequence ``sequence`` of the evaluation batch and the
-    second-copy loss and induction score over the whole batch. With the default batches the
+    first- and second-copy losses and the induction score over the whole batch, all three of
+    the model as ablated. With the default batches the
     result is kept in ``runs.states`` and returned again by a later call.
 
     Returns
@@ -255,7 +317,7 @@ def snapshot_states(runs, seed=0, layers=2, sequence=0, batches=None):
     dict
         ``heads`` (:func:`find_heads` at the last step), ``steps``, ``ids`` (n,),
         ``maps[(step, ablation)] = (prev_map, induction_map)`` each (n - 1, n - 1),
-        ``numbers[(step, ablation)] = (second_loss, induction_score)``.
+        ``numbers[(step, ablation)] = (first_loss, second_loss, induction_score)``.
     """
     if not isinstance(runs, InductionRuns):
         raise TypeError(f"runs must be the stored runs (load_runs()), got {type(runs).__name__}")
@@ -280,7 +342,7 @@ def snapshot_states(runs, seed=0, layers=2, sequence=0, batches=None):
         for kind, m in ablation_measures(params, config, batches, heads).items():
             w = m["weights"]
             maps[(step, kind)] = (w[l1][sequence, h1], w[l2][sequence, h2])
-            numbers[(step, kind)] = (m["second"], float(m["induction"][l2, h2]))
+            numbers[(step, kind)] = (m["first"], m["second"], float(m["induction"][l2, h2]))
     state = {"heads": heads, "steps": steps, "ids": ids[sequence], "maps": maps,
              "numbers": numbers}
     if fixed:
