@@ -65,7 +65,7 @@ class LLMConfig:
             object.__setattr__(self, name, check_positive_int(getattr(self, name), name))
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads = {self.n_heads} must divide d_model = {self.d_model}")
-        self.block_options  # checks n_kv_heads, rope_base, eps, pairing
+        _ = self.block_options  # checks n_kv_heads, rope_base, eps, pairing
 
     @property
     def d_head(self):
