@@ -30,13 +30,13 @@ import dataclasses
 
 import numpy as np
 import pytest
+from conftest import TORCH_PIN, TRANSFORMERS_PIN, import_optional
 
 from attn_core.model.llm import llm_forward
 from attn_core.model.llm_file import llm_path, load_llm
 from attn_core.model.llm_generate import llm_generate
 from attn_core.model.llm_tokenizer import chat_prompt, llm_tokenizer
 
-from conftest import TORCH_PIN, TRANSFORMERS_PIN, import_optional
 from tolerances import rounding_tolerance
 
 ACCELERATE_PIN = "accelerate==1.16.0"
@@ -68,7 +68,8 @@ TOKENIZER_TEXTS = [
 
 CONVERSATIONS = [
     [{"role": "user", "content": "Hi"}],
-    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Why is the sky blue?"}],
+    [{"role": "system", "content": "Be brief."},
+     {"role": "user", "content": "Why is the sky blue?"}],
     [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"},
      {"role": "user", "content": "And times 3?"}],
 ]
