@@ -25,6 +25,7 @@ It is not a timed test: it prints a table.
 """
 
 import argparse
+import copy
 import os
 import statistics
 import subprocess
@@ -124,11 +125,11 @@ def main():
     blas = [f"{i['internal_api']} {i.get('version', '')} ({i['num_threads']} threads)"
             for i in threadpool_info() if i["user_api"] == "blas"]
     md = ["## SmolLM2-135M-Instruct, numpy against PyTorch (`benchmarks/bench_llm.py`)", ""]
-    md += [f"- {line}" for line in _machine.describe(threadpool_info(), OVERRIDES)]
+    md += list(_machine.describe(threadpool_info(), OVERRIDES))
     md += [f"- load average at start: {os.getloadavg()[0]:.1f}",
            f"- numpy side: attn_core (nn.decoder through nn.block, KV caches of "
-           f"attn_core.decoding), float32, BLAS {', '.join(blas)} held to {args.threads} "
-           f"thread(s)",
+           f"attn_core.decoding), float32, BLAS {', '.join(blas)}, held to {args.threads} "
+           f"thread(s) while timed",
            f"- torch side: {about}",
            f"- medians of {args.rounds} interleaved rounds; ratio = numpy tokens/s over torch "
            "tokens/s (above 1: numpy faster)", ""]
@@ -170,9 +171,8 @@ def main():
                 for tok in new:
                     _, caches = forward_cached(params, config, np.array([tok]), caches)
 
-            def theirs_decode(t=t, new=new):
-                import copy
-                past = copy.deepcopy(state["past"])
+            def theirs_decode(state=state, new=new):
+                past = copy.deepcopy(state["past"])  # every round from the same cache
                 with torch.no_grad():
                     for tok in new:
                         past = model(torch.tensor([[int(tok)]]), past_key_values=past,
