@@ -14,8 +14,9 @@ import io
 
 import ipywidgets as W
 import numpy as np
-from PIL import Image, ImageChops, ImageDraw
+from PIL import Image, ImageChops, ImageDraw, ImageFilter
 
+from ..figures.base import THEMED_IMAGE
 from .colors import (
     DARK_INK,
     DARK_PAGE,
@@ -123,13 +124,17 @@ def _dark_lut():
 
 _DARK_LUT = _dark_lut()
 _GREY_POINT = [255 if v <= GREY_CHROMA else 0 for v in range(256)]
+_WHITE_POINT = [255 if v == 255 else 0 for v in range(256)]
+#: A white area inside an image at least this many pixels across (odd) is paper, not a number.
+PAPER_OPENING = 7
 
 
 def dark_image(light, keep_boxes):
     """The dark theme's frame of a light one (Pillow RGB images): greys outside
     ``keep_boxes`` get their lightness inverted into [DARK_PAGE, DARK_INK] (white paper ->
     the dark page, black ink -> light ink); colours, and everything inside the boxes
-    (images: a heatmap's cells and their numbers), stay.
+    (images: a heatmap's cells and their numbers), stay, except white areas at least
+    ``PAPER_OPENING`` pixels across: blank paper inside an image, which turns dark too.
 
     keep_boxes : (left, top, right, bottom) pixel boxes. All in Pillow's C loops: a frame
     costs about as much as encoding its PNG.
@@ -138,11 +143,32 @@ def dark_image(light, keep_boxes):
     chroma = ImageChops.subtract(ImageChops.lighter(ImageChops.lighter(r, g), b),
                                  ImageChops.darker(ImageChops.darker(r, g), b))
     grey = chroma.point(_GREY_POINT)  # 255 where a pixel is a grey
+    # Paper inside an image (its blank cells beyond the data, gaps between maps) is paper
+    # too: pure white areas wider than PAPER_OPENING pixels; white numbers and halos on the
+    # cells are thinner, and the opening (erode, then dilate) leaves them out.
+    white = ImageChops.darker(ImageChops.darker(r, g), b).point(_WHITE_POINT)
+    paper = white.filter(ImageFilter.MinFilter(PAPER_OPENING)).filter(
+        ImageFilter.MaxFilter(PAPER_OPENING))
     draw = ImageDraw.Draw(grey)
     for box in keep_boxes:
         draw.rectangle(box, fill=0)
+    grey = ImageChops.lighter(grey, paper)
     swapped = Image.merge("RGB", [g.point(_DARK_LUT[:, i].tolist()) for i in range(3)])
     return Image.composite(swapped, light, grey)
+
+
+def _opened(mask, size):
+    """Binary opening of ``mask`` by a ``size`` x ``size`` square, in plain numpy (edges
+    padded as in Pillow's rank filters: with the pixel's own value)."""
+    def slide(m, op, fill):
+        pad = size // 2
+        p = np.pad(m, pad, constant_values=fill)
+        out = np.full(m.shape, fill)
+        for dy in range(size):
+            for dx in range(size):
+                out = op(out, p[dy:dy + m.shape[0], dx:dx + m.shape[1]])
+        return out
+    return slide(slide(mask, np.logical_and, True), np.logical_or, False)
 
 
 def dark_rgb(rgb, keep):
@@ -150,18 +176,25 @@ def dark_rgb(rgb, keep):
     (h, w) bool (True: left as is). Returns a new (h, w, 3) uint8 array."""
     r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
     chroma = np.maximum(np.maximum(r, g), b) - np.minimum(np.minimum(r, g), b)
-    grey = (chroma <= GREY_CHROMA) & ~keep
+    grey = ((chroma <= GREY_CHROMA) & ~keep) | _opened((rgb == 255).all(axis=-1), PAPER_OPENING)
     out = np.array(rgb)
     out[grey] = _DARK_LUT[g[grey]]
     return out
 
 
 def image_boxes(figure):
-    """Pixel boxes (left, top, right, bottom; inclusive) of every visible image's window."""
+    """Pixel boxes (left, top, right, bottom; inclusive) of every visible image's window.
+
+    An image whose gid is :data:`attn_core.figures.THEMED_IMAGE` is left out: its cells are
+    only paper, masked grey and plain colours, with no numbers on them, so it follows the
+    theme like the rest of the figure (its blank and masked cells turn dark in the dark
+    frame, its colours stay)."""
     height = figure.canvas.get_width_height(physical=True)[1]
     boxes = []
     for ax in figure.axes:
         for im in ax.images:
+            if im.get_gid() == THEMED_IMAGE:
+                continue
             box = type(ax.bbox).intersection(im.get_window_extent(), ax.bbox)
             if im.get_visible() and box is not None:
                 boxes.append((int(np.floor(box.x0)), height - int(np.ceil(box.y1)),
