@@ -71,8 +71,43 @@ def test_every_notebook_is_in_the_course_list():
 
 
 def test_binder_url_is_built_from_repo():
+    if nav.REPO is None:  # no public address yet: no launch link at all
+        assert nav.BINDER_URL is None
+        return
     assert nav.BINDER_URL == (f"https://mybinder.org/v2/gh/{nav.REPO}/HEAD"
                               "?urlpath=lab/tree/notebooks/00-index.ipynb")
+
+
+#: Words that mark an address as a placeholder, not a real one.
+PLACEHOLDERS = re.compile(r"\b(OWNER|USER(NAME)?|YOUR[-_]?\w*|EXAMPLE|ORG)\b")
+LAUNCH_LINK = re.compile(r"https://mybinder\.org/v2/gh/([^/\s)\"']+/[^/\s)\"']+)")
+
+
+def pages_text():
+    """``(page, text)`` of what learners read: the README and every notebook's cells."""
+    yield "README.md", (ROOT / "README.md").read_text(encoding="utf-8")
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        yield path.name, "\n".join(c.source for c in nb.cells)
+
+
+def test_no_page_shows_a_launch_link_that_cannot_work():
+    """Issue 31: the Binder links held the placeholder OWNER in the README, the index and 28
+    static pages. REPO is a real owner/name or None; every launch link is built from it, and
+    without it no page shows one, only how to run the course (the static edition is checked
+    the same way in test_static_html)."""
+    assert nav.REPO is None or (re.fullmatch(r"[A-Za-z0-9-]+/[A-Za-z0-9._-]+", nav.REPO)
+                                and not PLACEHOLDERS.search(nav.REPO)), nav.REPO
+    for page, text in pages_text():
+        for repo in LAUNCH_LINK.findall(text):
+            assert repo == nav.REPO, f"{page}: a launch link to {repo!r}, REPO is {nav.REPO!r}"
+        assert not PLACEHOLDERS.search(" ".join(LAUNCH_LINK.findall(text))), page
+    if nav.REPO is None:
+        readme = dict(pages_text())["README.md"]
+        assert "make lab" in readme.split(nav.BADGE_START)[1].split(nav.BADGE_END)[0]
+        index = nbformat.read(ROOT / "notebooks" / nav.INDEX, as_version=4)
+        assert any("make lab" in c.source for c in index.cells
+                   if nav.BINDER_TAG in c.metadata.get("tags", []))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

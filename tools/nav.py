@@ -27,10 +27,15 @@ from pathlib import Path
 
 import nbformat
 
-# The repository's public address on GitHub, "owner/name": the one thing to change when the
-# repository moves. It builds the Binder launch link.
-REPO = "OWNER/attention-course"
-BINDER_URL = f"https://mybinder.org/v2/gh/{REPO}/HEAD?urlpath=lab/tree/notebooks/00-index.ipynb"
+# The repository's public address on GitHub, "owner/name", or None while it has none: the one
+# thing to set when the course is published (or moves). It builds the Binder launch link; without
+# it no page shows a launch link (one that cannot work), only how to run the course locally.
+REPO = None
+BINDER_URL = (None if REPO is None else
+              f"https://mybinder.org/v2/gh/{REPO}/HEAD?urlpath=lab/tree/notebooks/00-index.ipynb")
+#: What a page says instead of a launch link while the course has no public address.
+RUN_LOCALLY = ("clone the course's repository and run `make lab` in it (it installs everything "
+               "into `.venv` and opens JupyterLab on the course map)")
 
 # The course, in order: (file name in notebooks/, short title, one line on what it covers).
 COURSE = [
@@ -144,6 +149,9 @@ def map_lines(existing, prefix=""):
 
 
 def binder_source():
+    if BINDER_URL is None:
+        return (f"**Running the course.** To run these notebooks and move their explorers, "
+                f"{RUN_LOCALLY}.")
     return (
         f"**Nothing installed?** [Launch this course on Binder]({BINDER_URL}): it opens this "
         "notebook in JupyterLab in your browser, with everything installed (the first start "
@@ -194,7 +202,10 @@ def update_notebook(nb, name, existing):
 
 
 def badge_block():
-    """The README's Binder badge and launch link, between their markers."""
+    """The README's Binder badge and launch link, between their markers (without a public
+    address: how to run the course instead)."""
+    if BINDER_URL is None:
+        return f"{BADGE_START}\nTo run the course, {RUN_LOCALLY}.\n{BADGE_END}"
     return (
         f"{BADGE_START}\n"
         f"[![Launch on Binder]({BADGE_IMAGE})]({BINDER_URL})\n"
