@@ -182,3 +182,40 @@ def test_nav_check_rejects_unknown_notebook(tmp_path):
     make_notebook(tmp_path / "notebooks" / "99-scratch.ipynb", [])
     result = run_nav("--check", "--root", str(tmp_path))
     assert result.returncode == 1 and "99-scratch.ipynb" in result.stderr
+
+
+def test_the_course_map_gives_each_notebook_an_estimated_time_and_says_how_it_was_made():
+    """Issue 31: the index never said how long the course or a notebook takes. The map gives
+    every notebook's time, the course's total, and says they are estimates and how made."""
+    index = nbformat.read(ROOT / "notebooks" / nav.INDEX, as_version=4)
+    course_map = next(c.source for c in index.cells if nav.MAP_TAG in c.metadata.get("tags", []))
+    listed = [line for line in course_map.splitlines() if re.search(r"\]\([\w.-]+\.ipynb\)", line)]
+    assert len(listed) == len(NOTEBOOKS) - 1  # every notebook but the index itself
+    for line in listed:
+        assert re.search(r"\*\(about \d+ min\)\*$", line), line
+    assert "The whole course: about" in course_map and "estimates" in course_map
+    assert f"{nav.READ_WORDS_PER_MIN} words a minute" in course_map
+    # the calibration the note claims: within 5 minutes of the review's four timings
+    review = {"08b-positions.ipynb": 60, "14-a-tiny-gpt.ipynb": 100,
+              "15-induction-heads.ipynb": 75, "16-todays-attention.ipynb": 60}
+    for name, minutes in review.items():
+        if (ROOT / "notebooks" / name).exists():
+            got = nav.study_minutes(nbformat.read(ROOT / "notebooks" / name, as_version=4))
+            assert abs(got - minutes) <= 10, (name, got, minutes)
+
+
+def test_which_notebooks_have_an_explorer_is_generated_not_written_by_hand():
+    """Issue 31: 00-index said by hand that notebooks 03 to 09 have explorers, out of date
+    once 08b and 11 to 16 had theirs. The sentence is generated from the notebooks' cells, and
+    no hand-written cell of the index names a range of notebooks with explorers."""
+    index = nbformat.read(ROOT / "notebooks" / nav.INDEX, as_version=4)
+    course_map = next(c.source for c in index.cells if nav.MAP_TAG in c.metadata.get("tags", []))
+    with_explorer = [nav.number(p.name) for p in NOTEBOOKS
+                     if not nav.is_appendix(p.name) and p.name != nav.INDEX
+                     and nav.has_explorer(nbformat.read(p, as_version=4))]
+    line = next(x for x in course_map.splitlines() if "**explorer**" in x)
+    assert line.rstrip(".").split(": ")[-1].split(", ") == sorted(
+        with_explorer, key=[nav.number(n) for n, _, _ in nav.COURSE].index)
+    for cell in index.cells:
+        if not {nav.MAP_TAG, nav.NAV_TAG} & set(cell.metadata.get("tags", [])):
+            assert not re.search(r"notebooks \d\d to \d\d[^.]*(explorer|Try it)", cell.source)
