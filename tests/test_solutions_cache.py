@@ -85,3 +85,4 @@ def test_the_kernel_runs_over_ipc_and_prints_no_tcp_warning(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "without encryption" not in done.stdout + done.stderr
     assert "WARNING" not in done.stderr, done.stderr
+
