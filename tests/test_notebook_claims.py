@@ -261,3 +261,36 @@ def test_11_says_what_its_noun_swap_cannot_separate():
     assert "cannot tell" in prose and "minimal pairs" in prose, prose[:300]
     assert re.search(r"(swaps?|swap alone)[^.]*(together with|with) the minimal pairs", prose) \
         or "rests on the swaps together with the minimal pairs" in prose
+
+
+# --- notebook 16: a sink is told from an important token, on enough windows -----------------
+
+def test_16_tells_a_sink_from_an_important_token_with_the_value_control():
+    """Issue 31: masking [CLS] cannot tell a sink from an important token (any key holding
+    most of a head's weight moves the output when masked). 16's sink claim must rest on the
+    control that keeps the weights and zeroes the value, at [CLS] and at a word, and assert
+    which changes the output more."""
+    cells = [c for c in _cells("16-todays-attention") if c["cell_type"] == "code"]
+    sink = next(_src(c) for c in cells if "[CLS]" in _src(c) and "encoder_forward" in _src(c))
+    assert "value_mask" in sink, "16's sink claim does not zero a value with the weights kept"
+    assert re.search(r"assert .*cls_row\[2\] < word_row\[2\]", sink), sink[-400:]
+    prose = " ".join(_src(c) for c in _cells("16-todays-attention") if c["cell_type"] == "markdown")
+    assert "because it is harmless" not in prose
+
+
+def test_16_reads_the_tiny_gpts_sink_effects_with_paired_standard_errors():
+    """Issue 31: the tiny GPT's sink cell rested on 24 windows, too few for effects under
+    0.004 nats. Each difference it reads is printed with its paired standard error, over at
+    least 300 windows, and what it calls resolved is more than two of them."""
+    cells = [c for c in _cells("16-todays-attention") if c["cell_type"] == "code"]
+    cell = next(c for c in cells if "CONDITIONS = {" in _src(c))
+    printed = _printed(cell)
+    rows = re.findall(r"([+-]\d\.\d{4}) ± (\d\.\d{4})", printed)
+    assert len(rows) >= 7, printed
+    first = next(c for c in cells if "first_token_weight(w)" in _src(c))
+    n_win = int(re.search(r"and (\d+) held-out windows", _printed(first)).group(1))
+    assert n_win >= 300, n_win
+    resolved = re.findall(r"([+-]\d\.\d{4}) ± (\d\.\d{4}) nats \(([+-]\d+\.\d) s\.e\.\)", printed)
+    assert resolved
+    for mean, se, ratio in resolved:
+        assert abs(float(mean) / float(se) - float(ratio)) < 0.6  # the ratio is the printed one
