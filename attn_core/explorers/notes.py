@@ -14,7 +14,7 @@ import io
 
 import ipywidgets as W
 import numpy as np
-from PIL import Image, ImageChops, ImageDraw, ImageFilter
+from PIL import Image, ImageChops, ImageDraw
 
 from ..figures.base import THEMED_IMAGE
 from .colors import (
@@ -124,7 +124,6 @@ def _dark_lut():
 
 _DARK_LUT = _dark_lut()
 _GREY_POINT = [255 if v <= GREY_CHROMA else 0 for v in range(256)]
-_WHITE_POINT = [255 if v == 255 else 0 for v in range(256)]
 #: A white area inside an image at least this many pixels across (odd) is paper, not a number.
 PAPER_OPENING = 7
 
@@ -143,32 +142,41 @@ def dark_image(light, keep_boxes):
     chroma = ImageChops.subtract(ImageChops.lighter(ImageChops.lighter(r, g), b),
                                  ImageChops.darker(ImageChops.darker(r, g), b))
     grey = chroma.point(_GREY_POINT)  # 255 where a pixel is a grey
-    # Paper inside an image (its blank cells beyond the data, gaps between maps) is paper
-    # too: pure white areas wider than PAPER_OPENING pixels; white numbers and halos on the
-    # cells are thinner, and the opening (erode, then dilate) leaves them out.
-    white = ImageChops.darker(ImageChops.darker(r, g), b).point(_WHITE_POINT)
-    paper = white.filter(ImageFilter.MinFilter(PAPER_OPENING)).filter(
-        ImageFilter.MaxFilter(PAPER_OPENING))
     draw = ImageDraw.Draw(grey)
     for box in keep_boxes:
         draw.rectangle(box, fill=0)
-    grey = ImageChops.lighter(grey, paper)
+    # Paper inside an image (its blank cells beyond the data, gaps between maps) is paper
+    # too: pure white areas at least PAPER_OPENING pixels across; white numbers and halos on
+    # the cells are thinner, and the opening (erode, then dilate) leaves them out.
+    if keep_boxes:
+        white = np.asarray(ImageChops.darker(ImageChops.darker(r, g), b)) == 255
+        paper = np.zeros(white.shape, dtype=bool)
+        for left, top, right, bottom in keep_boxes:
+            inside = (slice(max(top, 0), bottom + 1), slice(max(left, 0), right + 1))
+            paper[inside] = _opened(white[inside], PAPER_OPENING)
+        if paper.any():
+            grey = ImageChops.lighter(grey, Image.fromarray(paper.astype(np.uint8) * 255))
     swapped = Image.merge("RGB", [g.point(_DARK_LUT[:, i].tolist()) for i in range(3)])
     return Image.composite(swapped, light, grey)
 
 
 def _opened(mask, size):
-    """Binary opening of ``mask`` by a ``size`` x ``size`` square, in plain numpy (edges
-    padded as in Pillow's rank filters: with the pixel's own value)."""
-    def slide(m, op, fill):
-        pad = size // 2
-        p = np.pad(m, pad, constant_values=fill)
-        out = np.full(m.shape, fill)
-        for dy in range(size):
-            for dx in range(size):
-                out = op(out, p[dy:dy + m.shape[0], dx:dx + m.shape[1]])
+    """Binary opening of the bool array ``mask`` by a ``size`` x ``size`` square (odd): the
+    pixels of the white areas a whole square fits in. Separable, one axis at a time."""
+    pad = size // 2
+
+    def along(m, axis, combine, fill):  # combine each pixel with its size - 1 neighbours
+        widths = [(0, 0), (0, 0)]
+        widths[axis] = (pad, pad)
+        padded = np.pad(m, widths, constant_values=fill)
+        out = m.copy()
+        n = m.shape[axis]
+        for shift in range(size):
+            combine(out, padded[(slice(None),) * axis + (slice(shift, shift + n),)], out=out)
         return out
-    return slide(slide(mask, np.logical_and, True), np.logical_or, False)
+
+    eroded = along(along(mask, 0, np.logical_and, True), 1, np.logical_and, True)
+    return along(along(eroded, 0, np.logical_or, False), 1, np.logical_or, False)
 
 
 def dark_rgb(rgb, keep):
@@ -176,7 +184,13 @@ def dark_rgb(rgb, keep):
     (h, w) bool (True: left as is). Returns a new (h, w, 3) uint8 array."""
     r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
     chroma = np.maximum(np.maximum(r, g), b) - np.minimum(np.minimum(r, g), b)
-    grey = ((chroma <= GREY_CHROMA) & ~keep) | _opened((rgb == 255).all(axis=-1), PAPER_OPENING)
+    white = (rgb == 255).all(axis=-1)
+    paper = np.zeros_like(white)
+    rows, cols = np.nonzero(keep)
+    if rows.size:  # one box here: the bounding box of keep
+        inside = (slice(rows.min(), rows.max() + 1), slice(cols.min(), cols.max() + 1))
+        paper[inside] = _opened(white[inside], PAPER_OPENING) & keep[inside]
+    grey = ((chroma <= GREY_CHROMA) & ~keep) | paper
     out = np.array(rgb)
     out[grey] = _DARK_LUT[g[grey]]
     return out
