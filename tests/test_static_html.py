@@ -394,3 +394,22 @@ def test_every_precomputed_explorer_moves_in_a_browser(site, browser):
     assert not problems, "\n".join(problems)
     print(f"\n[static explorers] {moved} moved; in-page latency median "
           f"{sorted(latencies)[len(latencies) // 2]:.0f} ms, max {max(latencies):.0f} ms")
+
+
+#: How the README and the maintainers' guide state the edition's size (its solutions pages,
+#: which exist only after `make solutions`, stated apart).
+STATED_SIZE = re.compile(r"edition is\s+about (\d+) MB without its solutions pages", re.S)
+
+
+def test_the_stated_size_of_the_edition_is_its_size(site):
+    """Issue 31: the README said 39 MB when the edition was 47 MB. What README.md and
+    docs/maintaining.md state is the built edition's size without its solutions pages (files'
+    total, MB = 10^6 bytes) within 15%: a figure that goes stale fails here."""
+    size = sum(p.stat().st_size for p in site.rglob("*")
+               if p.is_file() and "solutions" not in p.relative_to(site).parts) / 1e6
+    for doc in (ROOT / "README.md", ROOT / "docs" / "maintaining.md"):
+        stated = [int(m) for m in STATED_SIZE.findall(doc.read_text(encoding="utf-8"))]
+        assert stated, f"{doc.name} does not state the edition's size"
+        for mb in stated:
+            assert abs(mb - size) <= 0.15 * size, f"{doc.name} says {mb} MB, the edition is " \
+                                                  f"{size:.1f} MB"
