@@ -175,7 +175,8 @@ def _check_biases(biases, widths):
     return tuple(checked)
 
 
-def multi_head_attention(x, w_q, w_k, w_v, w_o, h, mask=None, biases=None, n_kv_heads=None):
+def multi_head_attention(x, w_q, w_k, w_v, w_o, h, mask=None, biases=None, n_kv_heads=None,
+                         value_mask=None):
     """Self-attention with ``h`` heads, concatenated and projected by ``w_o``.
 
     Parameters
@@ -202,6 +203,10 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, h, mask=None, biases=None, n_kv_
         grouped-query attention (1 is multi-query): query head ``i`` uses key/value head
         ``i // (h / n_kv_heads)``, the same as multi-head attention whose key and value
         projections repeat each head's columns ``h / n_kv_heads`` times.
+    value_mask : (..., h, n) bool array_like, optional
+        False where key ``j``'s value vector is replaced by zeros in query head ``i`` while
+        the weights stay as they are: an ablation that removes what a key gives without
+        moving the weight it holds (notebook 16 tells a sink from an important token by it).
 
     Returns
     -------
@@ -237,11 +242,22 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, h, mask=None, biases=None, n_kv_
     True
     """
     x, ws, h, bs = _check_inputs(x, w_q, w_k, w_v, w_o, h, biases, n_kv_heads)
-    out, weights, _ = _multi_head_parts(x, ws, h, mask, bs, n_kv_heads)
+    out, weights, _ = _multi_head_parts(x, ws, h, mask, bs, n_kv_heads,
+                                        value_mask=value_mask)
     return out, weights
 
 
-def _multi_head_parts(x, ws, h, mask, bs, n_kv_heads=None, edit_qkv=None):
+def _check_value_mask(value_mask, h, n):
+    """``value_mask`` as a bool array broadcastable to ``(..., h, n)``."""
+    vm = np.asarray(value_mask)
+    if vm.dtype != bool or vm.ndim < 2 or vm.shape[-2:] != (h, n):
+        raise ValueError(f"value_mask must be a bool array of shape (..., h, n) = (..., {h}, "
+                         f"{n}), True where a key's value is kept, got dtype {vm.dtype} and "
+                         f"shape {vm.shape}")
+    return vm
+
+
+def _multi_head_parts(x, ws, h, mask, bs, n_kv_heads=None, edit_qkv=None, value_mask=None):
     """:func:`multi_head_attention` on checked inputs (``ws = (w_q, w_k, w_v, w_o)``,
     ``bs`` the four biases): ``(out, weights, (q, k, v, merged))``, the last for a backward
     pass that reuses the forward's work (``gradients._multi_head_backward_parts``); ``k`` and
@@ -259,6 +275,8 @@ def _multi_head_parts(x, ws, h, mask, bs, n_kv_heads=None, edit_qkv=None):
     if edit_qkv is not None:
         q, k, v = edit_qkv(q, k, v)
     k_rep, v_rep = repeat_kv(k, h // n_kv), repeat_kv(v, h // n_kv)  # (..., h, n, d_head)
+    if value_mask is not None:  # zero chosen values per query head; the weights stay
+        v_rep = v_rep * _check_value_mask(value_mask, h, x.shape[-2])[..., None]
     s = _scores(q, k_rep, 1.0 / np.sqrt(q.shape[-1]))  # (..., h, n, n)
     allowed = True
     if mask is not None:

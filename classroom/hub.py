@@ -49,11 +49,13 @@ def free_port():
 
 
 def repo_address():
-    """The repository's public git address, from ``REPO`` in tools/nav.py."""
+    """The repository's public git address, from ``REPO`` in tools/nav.py; None while the
+    course has none (``REPO = None``)."""
     text = (ROOT / "tools" / "nav.py").read_text(encoding="utf-8")
     for line in text.splitlines():
         if line.startswith("REPO = "):
-            return f"https://github.com/{line.split('=', 1)[1].strip().strip(chr(34))}"
+            value = line.split("=", 1)[1].split("#")[0].strip()
+            return None if value == "None" else f"https://github.com/{value.strip(chr(34))}"
     raise RuntimeError("tools/nav.py has no REPO line")
 
 

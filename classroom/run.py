@@ -21,6 +21,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hub as classroom  # noqa: E402  (the module next to this file)
 
 
+def public_link(hub_url):
+    """The nbgitpuller link to the course's public repository (REPO in tools/nav.py), or a
+    line saying there is none yet."""
+    address = classroom.repo_address()
+    if address is None:
+        return ("The course has no public repository yet (REPO in tools/nav.py is None): "
+                "no public nbgitpuller link.")
+    return ("The course's nbgitpuller link (the public repository from tools/nav.py):\n    "
+            + classroom.nbgitpuller_link(hub_url, address, "main"))
+
+
 def local_course(state):
     """A mirror of this checkout's git repository in ``state``; the branch checked out here."""
     mirror = state / "course.git"
@@ -71,8 +82,7 @@ def main(argv=None):
   The classroom hub is running at {hub.url}/
   {login}
 
-  The course's nbgitpuller link (the public repository from tools/nav.py):
-    {classroom.nbgitpuller_link(hub.url, classroom.repo_address(), "main")}
+  {public_link(hub.url)}
   The same link with this checkout as the course (works offline; branch {branch}):
     {classroom.nbgitpuller_link(hub.url, repo, branch)}
 

@@ -178,3 +178,35 @@ def _fresh_exercise_tries():
 
     reset_tries()
     yield
+
+
+# --- a hint is words, never code or a formula (the rule of attn_core/checks/_base.py) --------
+
+@pytest.fixture(autouse=True)
+def _hints_are_words(request, monkeypatch):
+    """Every feedback a check gives to a wrong or missing answer in the check tests
+    (tests/test_checks_*.py) is held to the rule: the test fails on code or a formula in it.
+    test_checks_feedback.py builds Feedback by hand to test its display, and
+    test_checks_misconceptions.py applies the same rule in a test of its own (its table and
+    the stored exercise outputs), so both are left out."""
+    name = request.node.path.name
+    if not name.startswith("test_checks_") or name in ("test_checks_feedback.py",
+                                                         "test_checks_misconceptions.py"):
+        yield
+        return
+    from attn_core.checks import _base
+
+    made, init = [], _base.Feedback.__init__
+
+    def record(self, correct, message, more=""):
+        init(self, correct, message, more)
+        if not correct:
+            made.extend((message, more))
+
+    monkeypatch.setattr(_base.Feedback, "__init__", record)
+    yield
+    coded = sorted({(found, text) for text in made if (found := _base.code_or_formula(text))})
+    if coded:
+        pytest.fail("a check's feedback holds code or a formula (a hint is words): "
+                    + "; ".join(f"{found!r} in {text!r}" for found, text in coded),
+                    pytrace=False)

@@ -226,6 +226,9 @@ def test_readme_and_index_carry_the_same_launch_link():
     nav = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(nav)
     url = nav.BINDER_URL
+    if nav.REPO is None:
+        pytest.skip("the course has no public address yet (REPO is None): no launch link; "
+                    "tests/test_nav.py checks that no page shows one")
     assert url == (f"https://mybinder.org/v2/gh/{nav.REPO}/HEAD"
                    "?urlpath=lab/tree/notebooks/00-index.ipynb")
     readme = (ROOT / "README.md").read_text(encoding="utf-8")

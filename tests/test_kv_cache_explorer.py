@@ -74,3 +74,49 @@ def test_changing_the_query_heads_keeps_a_key_value_count_that_divides_them():
 def test_bad_arguments_get_a_clear_error(kwargs, exc, pattern):
     with pytest.raises(exc, match=pattern):
         kv_cache_explorer(**kwargs)
+
+
+@pytest.mark.parametrize("h, kv, sinks, words, wrong", [
+    (1, 1, 1, ["single-head", "1 query head,", "1 key/value head;", "+ 1 sink)"],
+     ["multi-head:", "query heads", "key/value heads", "1 sinks"]),
+    (8, 8, 0, ["multi-head", "8 query heads", "8 key/value heads", "+ 0 sinks"], []),
+    (8, 1, 4, ["multi-query", "1 key/value head;", "+ 4 sinks"], ["1 key/value heads"]),
+    (4, 2, 2, ["grouped-query (2 query heads per key/value head)"], []),
+])
+def test_the_readout_names_the_attention_and_counts_in_good_english(h, kv, sinks, words, wrong):
+    """Issue 31: "1 query heads", "+ 1 sinks", and one query head with one key/value head
+    called multi-head."""
+    ex = kv_cache_explorer(n_heads=h, n_kv_heads=kv, n_sink=sinks)
+    text = ex.shown()["readout"]
+    assert all(w in text for w in words), text
+    assert not any(w in text for w in wrong), text
+
+
+def _line_pixels(ex, line):
+    """How many pixels of ``line``'s colour the light frame shows inside the memory panel,
+    its frame and its legend left out."""
+    import io
+
+    from matplotlib.colors import to_rgb
+    from PIL import Image
+
+    rgb = np.asarray(Image.open(io.BytesIO(ex.png)).convert("RGB")).astype(int)
+    height = rgb.shape[0]
+    inside = np.zeros(rgb.shape[:2], dtype=bool)
+    mem = ex.art.axes[2]
+    box = mem.get_window_extent()
+    inside[height - int(box.y1) + 4:height - int(box.y0) - 4, int(box.x0) + 4:int(box.x1) - 4] = 1
+    legend = mem.get_legend().get_window_extent()
+    inside[height - int(legend.y1) - 2:height - int(legend.y0) + 2,
+           int(legend.x0) - 2:int(legend.x1) + 2] = 0
+    want = np.round(np.array(to_rgb(line.get_color())) * 255).astype(int)
+    return int(((np.abs(rgb - want).sum(axis=-1) <= 6) & inside).sum())
+
+
+@pytest.mark.parametrize("kv, window", [(8, 24), (8, 6), (2, 24)])
+def test_every_curve_in_the_legend_stays_visible_when_curves_coincide(kv, window):
+    """With equal head counts (and a window as long as the context) the three memory curves
+    are the same numbers: each must still show, or the legend names a line nobody sees."""
+    ex = kv_cache_explorer(n_heads=8, n_kv_heads=kv, window=window, n_ctx=24)
+    for line in ex.art.lines:
+        assert _line_pixels(ex, line) > 100, line.get_label()

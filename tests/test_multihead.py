@@ -334,3 +334,57 @@ def test_split_and_merge_return_new_arrays_not_views(h):
     assert x.tolist() == np.arange(12.0).reshape(3, 4).tolist()
     merged = merge_heads(heads)
     assert not np.shares_memory(merged, heads)
+
+
+def test_value_mask_zeroes_a_keys_value_in_chosen_heads_and_keeps_the_weights():
+    """Notebook 16's control: each zeroed (head, key) takes away exactly weight x value, put
+    through that head's slice of w_o; the weights do not move. Written as loops here."""
+    g = np.random.default_rng(16)
+    n, d, h = 5, 6, 3
+    x = g.standard_normal((n, d))
+    w_q, w_k, w_v, w_o = g.standard_normal((4, d, d))
+    b_v = g.standard_normal(d)
+    keep = g.random((h, n)) > 0.4
+    out, weights = multi_head_attention(x, w_q, w_k, w_v, w_o, h, biases=(None, None, b_v, None))
+    cut, cut_weights = multi_head_attention(x, w_q, w_k, w_v, w_o, h,
+                                            biases=(None, None, b_v, None), value_mask=keep)
+    np.testing.assert_array_equal(cut_weights, weights)
+    ref_out, ref_w = ref.multi_head_attention(x, w_q, w_k, w_v, w_o, h,
+                                              biases=(None, None, b_v, None))
+    d_v = d // h
+    expected = np.array(ref_out, dtype=float)
+    for head in range(h):
+        cols = slice(head * d_v, (head + 1) * d_v)
+        for j in np.flatnonzero(~keep[head]):
+            value = [sum(x[j, a] * w_v[a, c] for a in range(d)) + b_v[c]
+                     for c in range(cols.start, cols.stop)]
+            through = [sum(value[c] * w_o[cols.start + c, o] for c in range(d_v))
+                       for o in range(d)]
+            for i in range(n):
+                expected[i] -= ref_w[head][i][j] * np.array(through)
+    np.testing.assert_allclose(cut, expected, rtol=1e-10, atol=1e-10)
+    same, _ = multi_head_attention(x, w_q, w_k, w_v, w_o, h, value_mask=np.ones((h, n), bool))
+    np.testing.assert_allclose(same, multi_head_attention(x, w_q, w_k, w_v, w_o, h)[0],
+                               rtol=0, atol=0)
+    with pytest.raises(ValueError, match="value_mask"):
+        multi_head_attention(x, w_q, w_k, w_v, w_o, h, value_mask=np.ones((h, n + 1), bool))
+    with pytest.raises(ValueError, match="value_mask"):
+        multi_head_attention(x, w_q, w_k, w_v, w_o, h, value_mask=np.ones((h, n)))
+
+
+def test_the_encoder_passes_value_mask_to_each_layer_and_names_a_bad_one():
+    from attn_core.model.encoder import _tiny_weights, encoder_forward
+
+    w = _tiny_weights(layers=2)
+    ids = [1, 2, 3, 4]
+    plain = encoder_forward(w, ids)
+    keep = np.ones((2, w.heads, 4), dtype=bool)
+    same = encoder_forward(w, ids, value_mask=keep)
+    np.testing.assert_array_equal(same.hidden_states, plain.hidden_states)
+    keep[1, 0, 0] = False  # layer 2, head 1 reads zeros for key 1: only layer 2 changes
+    cut = encoder_forward(w, ids, value_mask=keep)
+    np.testing.assert_array_equal(cut.hidden_states[:2], plain.hidden_states[:2])
+    np.testing.assert_array_equal(cut.attentions, plain.attentions)
+    assert not np.allclose(cut.hidden_states[2], plain.hidden_states[2])
+    with pytest.raises(ValueError, match="value_mask"):
+        encoder_forward(w, ids, value_mask=np.ones((1, w.heads, 4), dtype=bool))

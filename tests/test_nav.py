@@ -71,8 +71,43 @@ def test_every_notebook_is_in_the_course_list():
 
 
 def test_binder_url_is_built_from_repo():
+    if nav.REPO is None:  # no public address yet: no launch link at all
+        assert nav.BINDER_URL is None
+        return
     assert nav.BINDER_URL == (f"https://mybinder.org/v2/gh/{nav.REPO}/HEAD"
                               "?urlpath=lab/tree/notebooks/00-index.ipynb")
+
+
+#: Words that mark an address as a placeholder, not a real one.
+PLACEHOLDERS = re.compile(r"\b(OWNER|USER(NAME)?|YOUR[-_]?\w*|EXAMPLE|ORG)\b")
+LAUNCH_LINK = re.compile(r"https://mybinder\.org/v2/gh/([^/\s)\"']+/[^/\s)\"']+)")
+
+
+def pages_text():
+    """``(page, text)`` of what learners read: the README and every notebook's cells."""
+    yield "README.md", (ROOT / "README.md").read_text(encoding="utf-8")
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        yield path.name, "\n".join(c.source for c in nb.cells)
+
+
+def test_no_page_shows_a_launch_link_that_cannot_work():
+    """Issue 31: the Binder links held the placeholder OWNER in the README, the index and 28
+    static pages. REPO is a real owner/name or None; every launch link is built from it, and
+    without it no page shows one, only how to run the course (the static edition is checked
+    the same way in test_static_html)."""
+    assert nav.REPO is None or (re.fullmatch(r"[A-Za-z0-9-]+/[A-Za-z0-9._-]+", nav.REPO)
+                                and not PLACEHOLDERS.search(nav.REPO)), nav.REPO
+    for page, text in pages_text():
+        for repo in LAUNCH_LINK.findall(text):
+            assert repo == nav.REPO, f"{page}: a launch link to {repo!r}, REPO is {nav.REPO!r}"
+        assert not PLACEHOLDERS.search(" ".join(LAUNCH_LINK.findall(text))), page
+    if nav.REPO is None:
+        readme = dict(pages_text())["README.md"]
+        assert "make lab" in readme.split(nav.BADGE_START)[1].split(nav.BADGE_END)[0]
+        index = nbformat.read(ROOT / "notebooks" / nav.INDEX, as_version=4)
+        assert any("make lab" in c.source for c in index.cells
+                   if nav.BINDER_TAG in c.metadata.get("tags", []))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -147,3 +182,40 @@ def test_nav_check_rejects_unknown_notebook(tmp_path):
     make_notebook(tmp_path / "notebooks" / "99-scratch.ipynb", [])
     result = run_nav("--check", "--root", str(tmp_path))
     assert result.returncode == 1 and "99-scratch.ipynb" in result.stderr
+
+
+def test_the_course_map_gives_each_notebook_an_estimated_time_and_says_how_it_was_made():
+    """Issue 31: the index never said how long the course or a notebook takes. The map gives
+    every notebook's time, the course's total, and says they are estimates and how made."""
+    index = nbformat.read(ROOT / "notebooks" / nav.INDEX, as_version=4)
+    course_map = next(c.source for c in index.cells if nav.MAP_TAG in c.metadata.get("tags", []))
+    listed = [line for line in course_map.splitlines() if re.search(r"\]\([\w.-]+\.ipynb\)", line)]
+    assert len(listed) == len(NOTEBOOKS) - 1  # every notebook but the index itself
+    for line in listed:
+        assert re.search(r"\*\(about \d+ min\)\*$", line), line
+    assert "The whole course: about" in course_map and "estimates" in course_map
+    assert f"{nav.READ_WORDS_PER_MIN} words a minute" in course_map
+    # the calibration the note claims: within 5 minutes of the review's four timings
+    review = {"08b-positions.ipynb": 60, "14-a-tiny-gpt.ipynb": 100,
+              "15-induction-heads.ipynb": 75, "16-todays-attention.ipynb": 60}
+    for name, minutes in review.items():
+        if (ROOT / "notebooks" / name).exists():
+            got = nav.study_minutes(nbformat.read(ROOT / "notebooks" / name, as_version=4))
+            assert abs(got - minutes) <= 10, (name, got, minutes)
+
+
+def test_which_notebooks_have_an_explorer_is_generated_not_written_by_hand():
+    """Issue 31: 00-index said by hand that notebooks 03 to 09 have explorers, out of date
+    once 08b and 11 to 16 had theirs. The sentence is generated from the notebooks' cells, and
+    no hand-written cell of the index names a range of notebooks with explorers."""
+    index = nbformat.read(ROOT / "notebooks" / nav.INDEX, as_version=4)
+    course_map = next(c.source for c in index.cells if nav.MAP_TAG in c.metadata.get("tags", []))
+    with_explorer = [nav.number(p.name) for p in NOTEBOOKS
+                     if not nav.is_appendix(p.name) and p.name != nav.INDEX
+                     and nav.has_explorer(nbformat.read(p, as_version=4))]
+    line = next(x for x in course_map.splitlines() if "**explorer**" in x)
+    assert line.rstrip(".").split(": ")[-1].split(", ") == sorted(
+        with_explorer, key=[nav.number(n) for n, _, _ in nav.COURSE].index)
+    for cell in index.cells:
+        if not {nav.MAP_TAG, nav.NAV_TAG} & set(cell.metadata.get("tags", [])):
+            assert not re.search(r"notebooks \d\d to \d\d[^.]*(explorer|Try it)", cell.source)

@@ -180,7 +180,20 @@ def test_13_shows_that_the_causal_mask_is_what_allows_the_cache():
 
 #: Functions a learner meets in code, and the notebook that teaches them.
 TAUGHT_IN = {"softmax": "05-softmax", "causal_mask": "07-causal-masking",
-             "multi_head_attention": "08-multi-head", "attention_backward": "12-learning-attention"}
+             "multi_head_attention": "08-multi-head", "attention_backward": "12-learning-attention",
+             "decode_step": "13-decoding", "append_kv": "13-decoding",
+             "empty_cache": "13-decoding", "load_checkpoint": "14-a-tiny-gpt",
+             "gpt_forward": "14-a-tiny-gpt"}
+
+
+def _course_order():
+    """{notebook stem: its place in the course}, from tools/nav.py (the one place for order)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("course_nav_claims", ROOT / "tools" / "nav.py")
+    nav = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(nav)
+    return {name.removesuffix(".ipynb"): i for i, (name, _, _) in enumerate(nav.COURSE)}
 
 
 def used_before_taught(notebooks):
@@ -188,9 +201,10 @@ def used_before_taught(notebooks):
     in code before the notebook that teaches it, without a markdown cell (nav lines aside)
     linking that notebook before the first call."""
     found = []
+    order = _course_order()
     for name, cells in notebooks.items():
         for function, home in TAUGHT_IN.items():
-            if name >= home:
+            if order[name] >= order[home]:
                 continue
             linked = False
             for cell in cells:
@@ -205,8 +219,11 @@ def used_before_taught(notebooks):
 
 
 def test_no_notebook_uses_an_idea_before_its_notebook_without_saying_so():
+    """Every numbered notebook, inserted ones (08b) included, in the order of tools/nav.py
+    (issue 31: 08b decoded through 13's KV cache and read 14's checkpoint, unannounced)."""
     notebooks = {p.stem: json.loads(p.read_text(encoding="utf-8"))["cells"]
-                 for p in sorted(NOTEBOOKS.glob("[0-9][0-9]-*.ipynb"))}
+                 for p in sorted(NOTEBOOKS.glob("[0-9][0-9]*-*.ipynb"))}
+    assert "08b-positions" in notebooks
     assert used_before_taught(notebooks) == []
 
 
@@ -220,3 +237,60 @@ def test_12_shows_its_training_loop_and_asserts_it_equals_train():
     assert loop, "no training loop (forward, loss, backward, optimiser step) in notebook 12"
     assert len(loop[0].strip().splitlines()) <= 15
     assert any("train(" in s and "assert" in s and "losses" in s for s in code)
+
+
+def test_11_says_what_its_noun_swap_cannot_separate():
+    """Issue 31: the swap keeps the word that fixes the referent (*tired*, *too big*), so the
+    referent moves with its noun and a head that follows the referent moves exactly like one
+    that follows the word. Where 11 swaps nouns, its prose must say so and rest the conclusion
+    on the swap together with the minimal pairs. Checked from the swap cell's own sentences:
+    every swapped sentence keeps the rest of its original word for word."""
+    cells = _cells("11-a-real-model")
+    i = next(j for j, c in enumerate(cells)
+             if c["cell_type"] == "code" and "def swap_nouns(" in _src(c))
+    namespace = {}
+    exec(_src(cells[i]).split("\n\n\nswaps")[0], namespace)  # noqa: S102 - the course's code
+    from attn_core import examples
+    for sentence, nouns in ((examples.SENTENCE, ("animal", "road")),
+                            ("The trophy did not fit in the suitcase because it was too big.",
+                             ("trophy", "suitcase"))):
+        swapped = namespace["swap_nouns"](sentence, nouns)
+        assert swapped.split("because")[1] == sentence.split("because")[1]  # referent moves
+    prose = " ".join(_src(c) for c in cells[i - 1:i + 2] if c["cell_type"] == "markdown")
+    prose = " ".join(prose.split())
+    assert "cannot tell" in prose and "minimal pairs" in prose, prose[:300]
+    assert re.search(r"(swaps?|swap alone)[^.]*(together with|with) the minimal pairs", prose) \
+        or "rests on the swaps together with the minimal pairs" in prose
+
+
+# --- notebook 16: a sink is told from an important token, on enough windows -----------------
+
+def test_16_tells_a_sink_from_an_important_token_with_the_value_control():
+    """Issue 31: masking [CLS] cannot tell a sink from an important token (any key holding
+    most of a head's weight moves the output when masked). 16's sink claim must rest on the
+    control that keeps the weights and zeroes the value, at [CLS] and at a word, and assert
+    which changes the output more."""
+    cells = [c for c in _cells("16-todays-attention") if c["cell_type"] == "code"]
+    sink = next(_src(c) for c in cells if "[CLS]" in _src(c) and "encoder_forward" in _src(c))
+    assert "value_mask" in sink, "16's sink claim does not zero a value with the weights kept"
+    assert re.search(r"assert .*cls_row\[2\] < word_row\[2\]", sink), sink[-400:]
+    prose = " ".join(_src(c) for c in _cells("16-todays-attention") if c["cell_type"] == "markdown")
+    assert "because it is harmless" not in prose
+
+
+def test_16_reads_the_tiny_gpts_sink_effects_with_paired_standard_errors():
+    """Issue 31: the tiny GPT's sink cell rested on 24 windows, too few for effects under
+    0.004 nats. Each difference it reads is printed with its paired standard error, over at
+    least 300 windows, and what it calls resolved is more than two of them."""
+    cells = [c for c in _cells("16-todays-attention") if c["cell_type"] == "code"]
+    cell = next(c for c in cells if "CONDITIONS = {" in _src(c))
+    printed = _printed(cell)
+    rows = re.findall(r"([+-]\d\.\d{4}) ± (\d\.\d{4})", printed)
+    assert len(rows) >= 7, printed
+    first = next(c for c in cells if "first_token_weight(w)" in _src(c))
+    n_win = int(re.search(r"and (\d+) held-out windows", _printed(first)).group(1))
+    assert n_win >= 300, n_win
+    resolved = re.findall(r"([+-]\d\.\d{4}) ± (\d\.\d{4}) nats \(([+-]\d+\.\d) s\.e\.\)", printed)
+    assert resolved
+    for mean, se, ratio in resolved:
+        assert abs(float(mean) / float(se) - float(ratio)) < 0.6  # the ratio is the printed one

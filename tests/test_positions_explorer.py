@@ -102,3 +102,13 @@ def test_a_slider_move_redraws_only_the_changing_artists(ex):
 ])
 def test_bad_arguments_are_named(ckpt, kwargs, exc, pattern):
     ref.assert_clear_error(lambda: positions_explorer(ckpt, **kwargs), exc, pattern)
+
+
+def test_no_readout_shows_a_negative_zero(ex):
+    """At offset 0 every ALiBi bias is zero; a zero never prints with a minus sign (issue 31:
+    the read-out showed -0.000)."""
+    ex.controls["offset"].value = 0
+    assert "-0.0" not in ex.readout.value and ">-0<" not in ex.readout.value
+    from attn_core.explorers.base import _fmt
+    assert [_fmt(v) for v in (-0.0, -1e-9, 0.0, -0.0004, -0.0006)] == [
+        "0.000", "0.000", "0.000", "0.000", "-0.001"]

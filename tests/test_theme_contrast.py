@@ -173,7 +173,8 @@ def test_every_explorer_shows_a_dark_figure_in_the_dark_theme(factory):
     keep = np.zeros(light.shape[:2], dtype=bool)
     for left, top, right, bottom in notes.image_boxes(ex.figure):
         keep[top:bottom + 1, left:right + 1] = True
-    np.testing.assert_array_equal(dark[keep], light[keep])  # images exactly as in light
+    paper = (light == 255).all(-1) & (dark == colors.DARK_PAGE).all(-1)  # blank in an image
+    np.testing.assert_array_equal(dark[keep & ~paper], light[keep & ~paper])  # images as in light
     ink = (light == 0).all(-1) & ~keep  # black text and lines outside the images
     assert ink.any(), "no black text found outside the images"
     assert (dark[ink] == colors.DARK_INK).all()
@@ -181,3 +182,44 @@ def test_every_explorer_shows_a_dark_figure_in_the_dark_theme(factory):
     text_like = (light.max(-1) < 120) & (np.ptp(light, axis=-1) <= colors.GREY_CHROMA) & ~keep
     for rgb in np.unique(dark[text_like], axis=0):
         assert contrast((*rgb, 1.0), (*colors.DARK_PAGE, 1.0)) >= 3.0, rgb
+
+
+#: A square of this many pixels that is paper-white in the dark frame is a light patch on the
+#: dark page (a text glyph or a line is never this big and this white).
+PATCH = 10
+
+
+def _light_patches(dark):
+    """Top-left corners of PATCH x PATCH squares (on a PATCH grid) that are all near-white."""
+    h, w = dark.shape[:2]
+    tiles = dark[:h - h % PATCH, :w - w % PATCH].reshape(h // PATCH, PATCH, w // PATCH, PATCH, 3)
+    white = (tiles.min(axis=-1) >= 235).all(axis=(1, 3))
+    return [(int(r) * PATCH, int(c) * PATCH) for r, c in np.argwhere(white)]
+
+
+def _states(ex):
+    """The explorer's starting state, then each slider at its lowest and its highest."""
+    yield "start"
+    for name, control in ex.controls.items():
+        if getattr(control, "options", None):  # a selection: its first and last option
+            for index in (0, len(control.options) - 1):
+                control.index = index
+                yield f"{name}={control.value}"
+        elif hasattr(control, "min") and hasattr(control, "max"):
+            for value in (control.min, control.max):
+                control.value = value
+                yield f"{name}={value}"
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_no_region_of_a_dark_frame_stays_paper_white(factory):
+    """Every region of the dark frame, not just its commonest colour: no patch of the dark
+    frame is left white (issue 31: the KV-cache explorer's panels beyond the context and the
+    head counts stayed white, most of both left panels at the start), at the start and with
+    every slider at either end."""
+    ex = getattr(explorers, factory)()
+    for state in _states(ex):
+        dark = _pixels(bytes(ex.image_dark.value))
+        patches = _light_patches(dark)
+        assert not patches, (f"{factory} at {state}: {len(patches)} white {PATCH}px patches "
+                             f"in the dark frame, e.g. at (row, column) {patches[:3]}")

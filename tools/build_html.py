@@ -178,14 +178,21 @@ def shows_explorer(cell):
     return False
 
 
+def run_it_html(url):
+    """How to get a kernel, as HTML: the Binder link when the course has a public address
+    (``url``), else only how to run it in a clone (no link that cannot work)."""
+    if not url:
+        return "run <code>make lab</code> in a clone of the course's repository"
+    return (f'<a href="{html.escape(url, quote=True)}">launch the course on Binder</a> '
+            "(nothing to install), or run <code>make lab</code> in a clone of the repository")
+
+
 def needs_kernel_html(url):
     return (f'<div class="{NEEDS_KERNEL_CLASS}" role="note" style="border-left: 4px solid '
             '#1f6feb; padding: 0.5em 0.8em; margin: 0.4em 0; line-height: 1.5;">'
             "<strong>This explorer needs a running kernel.</strong> The figure above shows "
             "it in its default state. To move its controls, open this notebook in "
-            f'JupyterLab: <a href="{html.escape(url, quote=True)}">launch the course on '
-            "Binder</a> (nothing to install), or run <code>make lab</code> in a clone of the "
-            "repository.</div>")
+            f"JupyterLab: {run_it_html(url)}.</div>")
 
 
 def load_tool(name):
@@ -211,7 +218,7 @@ def drop_widget_state(nb, url=None, frames=None):
     """Remove live-widget state; an explorer's outputs become its precomputed player (from
     ``frames``, {cell index: HTML}) or else the needs-a-kernel note."""
     nb.metadata.pop("widgets", None)
-    url = url or binder_url()
+    url = url or binder_url()  # None: the course has no public address yet
     frames = frames or {}
     for i, cell in enumerate(nb.cells):
         if shows_explorer(cell):
@@ -245,10 +252,21 @@ def link_solutions(nb, name, solutions_dir):
     return nb
 
 
+def solution_links(html, solved):
+    """Links of a solutions page: to another solutions page where that notebook has one
+    (``solved``: their stems), else up to the course's page (``../NAME.html``): the appendix
+    and the index have no solutions page."""
+    def fix(m):
+        return m[0] if m[1] in solved else f'href="../{m[1]}.html{m[2] or ""}"'
+    return re.sub(r'href="([\w.-]+)\.html(#[^"]*)?"', fix, html)
+
+
 def build_solutions(exp, out, solutions_dir):
     """Render solutions/*.ipynb (``make solutions``) into ``out``/solutions/."""
     pages = []
-    for path in sorted(Path(solutions_dir).glob("*.ipynb")):
+    paths = sorted(Path(solutions_dir).glob("*.ipynb"))
+    solved = {path.stem for path in paths}
+    for path in paths:
         nb = drop_widget_state(nbformat.read(path, as_version=4), binder_url())
         body, _ = exp.from_notebook_node(
             nb, resources={"metadata": {"name": path.stem, "path": str(path.parent)},
@@ -256,7 +274,8 @@ def build_solutions(exp, out, solutions_dir):
                            "mathjax_config": MATHJAX_CONFIG})
         (out / "solutions").mkdir(exist_ok=True)
         page = out / "solutions" / page_name(path.name)
-        page.write_text(rewrite_links(body.replace('href="../notebooks/', 'href="../')),
+        page.write_text(solution_links(rewrite_links(body.replace('href="../notebooks/',
+                                                                  'href="../')), solved),
                         encoding="utf-8")
         pages.append(page)
     return pages

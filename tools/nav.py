@@ -27,10 +27,15 @@ from pathlib import Path
 
 import nbformat
 
-# The repository's public address on GitHub, "owner/name": the one thing to change when the
-# repository moves. It builds the Binder launch link.
-REPO = "OWNER/attention-course"
-BINDER_URL = f"https://mybinder.org/v2/gh/{REPO}/HEAD?urlpath=lab/tree/notebooks/00-index.ipynb"
+# The repository's public address on GitHub, "owner/name", or None while it has none: the one
+# thing to set when the course is published (or moves). It builds the Binder launch link; without
+# it no page shows a launch link (one that cannot work), only how to run the course locally.
+REPO = None
+BINDER_URL = (None if REPO is None else
+              f"https://mybinder.org/v2/gh/{REPO}/HEAD?urlpath=lab/tree/notebooks/00-index.ipynb")
+#: What a page says instead of a launch link while the course has no public address.
+RUN_LOCALLY = ("clone the course's repository and run `make lab` in it (it installs everything "
+               "into `.venv` and opens JupyterLab on the course map)")
 
 # The course, in order: (file name in notebooks/, short title, one line on what it covers).
 COURSE = [
@@ -74,6 +79,21 @@ COURSE = [
     ("appendix-errata.ipynb", "Appendix: the article's numbers, traced",
      "Where the article's wrong printed matrices come from, route by route, in one place."),
 ]
+
+# How long a notebook takes, estimated from the notebook itself (an estimate, not a measurement):
+# reading its prose at READ_WORDS_PER_MIN, plus minutes per code cell run and read, per exercise
+# answered with a value or a choice, per exercise that asks for a function, and per explorer.
+# Calibrated on one independent review that timed four notebooks (08b 60, 14 100, 15 75, 16 60
+# minutes): these weights give 60, 100, 75 and 65. Rounded to 5 minutes.
+READ_WORDS_PER_MIN = 120
+MINUTES = {"code cell": 1, "exercise": 5, "code exercise": 15, "explorer": 5}
+EXPLORER_CALL = re.compile(r"\b(\w+_explorer|worked_example_lab)\(")
+ESTIMATE_NOTE = (
+    "*Times are estimates made from each notebook itself, not measured: its text read at "
+    f"{READ_WORDS_PER_MIN} words a minute, {MINUTES['code cell']} minute per code cell, "
+    f"{MINUTES['exercise']} per exercise with a value to find, {MINUTES['code exercise']} per "
+    f"exercise that asks for a function, {MINUTES['explorer']} per explorer; calibrated on one "
+    "review that timed four notebooks, rounded to 5 minutes (tools/nav.py).*")
 
 INDEX = COURSE[0][0]
 NAV_TAG = "nav"
@@ -124,26 +144,89 @@ def nav_source(name, existing):
     return " | ".join(parts)
 
 
-def map_lines(existing, prefix=""):
-    """One markdown list line per notebook after the index; unwritten ones without a link."""
+def _words(text):
+    """Words of markdown prose (a formula between $ signs counts as one)."""
+    return len(re.sub(r"\$\$.*?\$\$|\$[^$]*\$", " formula ", text, flags=re.S).split())
+
+
+def study_minutes(nb):
+    """The estimated minutes a learner spends on ``nb`` (see ``MINUTES``), rounded to 5."""
+    prose = [c for c in nb.cells if c.cell_type == "markdown" and not has_tag(c, NAV_TAG)]
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    exercises = [c for c in nb.cells if has_tag(c, "exercise")]
+    functions = sum("NotImplementedError" in c.source for c in exercises)
+    minutes = (sum(_words(c.source) for c in prose) / READ_WORDS_PER_MIN
+               + MINUTES["code cell"] * len(code)
+               + MINUTES["exercise"] * (len(exercises) - functions)
+               + MINUTES["code exercise"] * functions
+               + MINUTES["explorer"] * sum(bool(EXPLORER_CALL.search(c.source)) for c in code))
+    return max(5, 5 * round(minutes / 5))
+
+
+def has_explorer(nb):
+    return any(c.cell_type == "code" and EXPLORER_CALL.search(c.source) for c in nb.cells)
+
+
+def course_facts(nb_dir, existing):
+    """{notebook: (estimated minutes, has an explorer)} for the notebooks on disk."""
+    facts = {}
+    for name in existing:
+        nb = nbformat.read(Path(nb_dir) / name, as_version=4)
+        facts[name] = (study_minutes(nb), has_explorer(nb))
+    return facts
+
+
+def _hours(minutes):
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
+
+
+def explorer_sentence(facts):
+    """Which notebooks' Try it section is an explorer, from the notebooks themselves."""
+    with_one = [number(name) for name, _, _ in COURSE
+                if facts.get(name, (0, False))[1] and not is_appendix(name)]
+    if not with_one:
+        return ""
+    return ("Notebooks with an **explorer** (sliders and number boxes that change the inputs and "
+            f"redraw at once) in their **Try it** section: {', '.join(with_one)}.")
+
+
+def map_lines(existing, prefix="", facts=None):
+    """One markdown list line per notebook after the index; unwritten ones without a link.
+    With ``facts`` (:func:`course_facts`), each line ends with its estimated time, and the
+    list is followed by the course's total, how the times are estimated and which notebooks
+    have an explorer."""
+    facts = facts or {}
     lines = []
+
+    def took(name):
+        return f" *(about {facts[name][0]} min)*" if name in facts else ""
+
     for name, title, line in COURSE[1:]:
         if is_appendix(name):  # after the numbered list, as a paragraph of its own
             if name in existing:
-                lines += ["", f"[{title}]({prefix}{name}): {line}"]
+                lines += ["", f"[{title}]({prefix}{name}): {line}{took(name)}"]
             continue
         # an inserted notebook (08b) is a sub-item of its parent: a markdown list renumbers
         # items by their order, so a second "8." would shift every later number by one
         marker = f"   - {int(number(name)[:2])}{number(name)[2:]}." if is_inserted(name) \
             else f"{int(number(name))}."
         if name in existing:
-            lines.append(f"{marker} [{title}]({prefix}{name}): {line}")
+            lines.append(f"{marker} [{title}]({prefix}{name}): {line}{took(name)}")
         else:
             lines.append(f"{marker} {title} *(not written yet)*: {line}")
+    if facts:
+        total = sum(minutes for name, (minutes, _) in facts.items() if name != INDEX)
+        lines += ["", f"The whole course: about {_hours(total)} of study. {ESTIMATE_NOTE}"]
+        sentence = explorer_sentence(facts)
+        if sentence:
+            lines += ["", sentence]
     return "\n".join(lines)
 
 
 def binder_source():
+    if BINDER_URL is None:
+        return (f"**Running the course.** To run these notebooks and move their explorers, "
+                f"{RUN_LOCALLY}.")
     return (
         f"**Nothing installed?** [Launch this course on Binder]({BINDER_URL}): it opens this "
         "notebook in JupyterLab in your browser, with everything installed (the first start "
@@ -169,8 +252,8 @@ def set_source(cell, source):
         cell.pop(key, None)
 
 
-def update_notebook(nb, name, existing):
-    """Put the generated cells into ``nb`` (in place)."""
+def update_notebook(nb, name, existing, facts=None):
+    """Put the generated cells into ``nb`` (in place); ``facts``: see :func:`course_facts`."""
     minor = nb.get("nbformat_minor", 5)
     navs = [c for c in nb.cells if has_tag(c, NAV_TAG)]
     body = [c for c in nb.cells if not has_tag(c, NAV_TAG)]
@@ -186,7 +269,7 @@ def update_notebook(nb, name, existing):
             maps = [markdown_cell("", MAP_TAG, minor)]
             body.append(maps[0])
         for cell in maps:
-            set_source(cell, map_lines(existing))
+            set_source(cell, map_lines(existing, facts=facts))
         for cell in body:
             if has_tag(cell, BINDER_TAG):
                 set_source(cell, binder_source())
@@ -194,7 +277,10 @@ def update_notebook(nb, name, existing):
 
 
 def badge_block():
-    """The README's Binder badge and launch link, between their markers."""
+    """The README's Binder badge and launch link, between their markers (without a public
+    address: how to run the course instead)."""
+    if BINDER_URL is None:
+        return f"{BADGE_START}\nTo run the course, {RUN_LOCALLY}.\n{BADGE_END}"
     return (
         f"{BADGE_START}\n"
         f"[![Launch on Binder]({BADGE_IMAGE})]({BINDER_URL})\n"
@@ -204,7 +290,7 @@ def badge_block():
     )
 
 
-def update_readme(text, existing):
+def update_readme(text, existing, facts=None):
     """README text with the course map and the Binder badge between their markers replaced.
 
     The badge block goes right under the title when the README has no such markers yet.
@@ -212,7 +298,7 @@ def update_readme(text, existing):
     pattern = re.compile(re.escape(README_START) + r".*?" + re.escape(README_END), re.S)
     if not pattern.search(text):
         raise ValueError(f"README.md lacks the markers {README_START!r} ... {README_END!r}")
-    block = f"{README_START}\n{map_lines(existing, prefix='notebooks/')}\n{README_END}"
+    block = f"{README_START}\n{map_lines(existing, prefix='notebooks/', facts=facts)}\n{README_END}"
     text = pattern.sub(lambda _: block, text, count=1)
     badge = re.compile(re.escape(BADGE_START) + r".*?" + re.escape(BADGE_END), re.S)
     if badge.search(text):
@@ -235,12 +321,13 @@ def run(root=ROOT, check=False):
             print(f"error: notebooks/{name} is not in COURSE in tools/nav.py", file=sys.stderr)
             status = 1
 
+    facts = course_facts(nb_dir, existing)
     stale = []
     for name in sorted(existing):
         path = nb_dir / name
         nb = nbformat.read(path, as_version=4)
         before = nbformat.writes(nb)
-        update_notebook(nb, name, existing)
+        update_notebook(nb, name, existing, facts)
         after = nbformat.writes(nb)
         if after != before:
             stale.append(path)
@@ -251,7 +338,7 @@ def run(root=ROOT, check=False):
     if readme.exists():
         text = readme.read_text(encoding="utf-8")
         try:
-            new = update_readme(text, existing)
+            new = update_readme(text, existing, facts)
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1

@@ -214,6 +214,15 @@ def compact_png(png):
     return out.getvalue()
 
 
+def _run_it(binder_url):
+    """Where the live explorer runs: Binder when the course has a public address (a link),
+    else a clone (no link)."""
+    if not binder_url:
+        return "run <code>make lab</code> in a clone of the course's repository"
+    return (f'<a href="{html.escape(binder_url, quote=True)}">launch the course on Binder</a> '
+            "or run <code>make lab</code>")
+
+
 def player_html(data, number, binder_url):
     """The static player of one explorer: controls, image, read-out and notes."""
     first = next(f for f in data["frames"] if f[0] == data["default"])
@@ -233,17 +242,14 @@ def player_html(data, number, binder_url):
     typed = ""
     if data["typed"]:
         what = ", ".join(html.escape(t) for t in data["typed"])
-        typed = (f"<p>The typed inputs ({what}) need a running kernel: "
-                 f'<a href="{html.escape(binder_url, quote=True)}">launch the course on '
-                 "Binder</a> or run <code>make lab</code>.</p>")
+        typed = f"<p>The typed inputs ({what}) need a running kernel: {_run_it(binder_url)}.</p>"
     payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
     return (
         f'<div class="course-static-explorer" data-player="{number}" '
         'style="border-left: 4px solid #1f6feb; padding: 0.4em 0.8em; margin: 0.4em 0;">'
         '<p style="margin: 0 0 0.4em 0"><strong>Explorer, precomputed:</strong> move the '
         "controls; each position shows a figure computed when this page was built (the live "
-        f'explorer: <a href="{html.escape(binder_url, quote=True)}">launch the course on '
-        "Binder</a> or run <code>make lab</code>).</p>"
+        f"explorer: {_run_it(binder_url)}).</p>"
         f'<div class="cse-controls" style="display:flex;flex-wrap:wrap;gap:0.4em 1.5em">'
         f'{"".join(rows)}</div>'
         f'<img class="cse-image" alt="The explorer at the chosen position" '

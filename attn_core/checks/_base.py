@@ -7,12 +7,14 @@ Hints are progressive, the same way in every check. A wrong answer first gets wh
 with it (``not_yet(what_is_wrong, hint)``); the pointer towards the way (``hint``) follows on
 the next wrong try of the same exercise, or at once when the learner asks for it with
 ``check_...(answer, hint=True)``. Every exercise check is wrapped by :func:`progressive`, which
-counts the wrong tries per check; a right answer resets the count. A hint never contains code:
-it says what to compute, in words.
+counts the wrong tries per check; a right answer resets the count. A hint never contains code
+or a formula: it says what to compute, in words (:func:`code_or_formula` states the rule as a
+pattern; the tests apply it to every feedback the checks give to a wrong or missing answer).
 """
 
 import functools
 import html
+import re
 from collections import Counter
 from dataclasses import dataclass
 
@@ -30,6 +32,39 @@ NOT_YET = "✘ Not yet."
 NO_ANSWER = "… No answer yet."
 #: What a first wrong answer says after naming what is wrong, when a hint is held back.
 ASK_FOR_MORE = "(Run the check again, or add hint=True, for a hint.)"
+
+
+#: Code or a formula in feedback: numpy calls, a matrix product, keyword arguments, index
+#: slices, a modulo; a call inside a call (``attn(ln1(x))``), a function of an expression
+#: (``exp(s - m)``), a power of an expression, a product written out with * or ·, an equation
+#: whose right side computes something (``g = gamma·dy``). Naming a symbol (d_k, W_q, sqrt(d_k))
+#: or an input (groups = 3) is words; the course's "08 · Title" labels are not products.
+CODE_OR_FORMULA = re.compile(
+    r"\bnp\.\w|\bnumpy\.\w|\s@\s|\b(keepdims|offset)=|\[\s*:|\w\[[^\]]*:[^\]]*\]"
+    r"|\b(argmax|unravel_index|swapaxes|diagonal|arange|reshape|einsum)\(|\s%\s"
+    r"|\b[A-Za-z]\w*\(\s*[A-Za-z]\w*\("
+    r"|\b[A-Za-z]\w*\([^()]*\s?[-+*/^·]\s?[^()]*\)"
+    r"|\^\s?\(|\w\^\w+\s?\*"
+    r"|(?<!\d)(?<!\d[a-z])\s·\s|\w·\w|(?<=\w) \* (?=\w)|(?<=\w)\*(?=\w)"
+    r"|\b[A-Za-z]\w*(?:\([^()]*\))?\s?=\s?[^,;:.]*?[-+*/^·]")
+
+#: The learner's own error quoted back (``your function raised ValueError: ... on ...``): not
+#: guidance, so not held to the rule.
+_QUOTED_ERROR = re.compile(r"your function raised .*? on .*?\.( |$)", re.I)
+
+
+def code_or_formula(message):
+    """The first piece of code or formula in a feedback text, or None (the rule on hints).
+
+    Examples
+    --------
+    >>> code_or_formula("Each sub-layer's output is added to its input, x = x + attn(ln1(x)).")
+    'x = x +'
+    >>> code_or_formula("Divide the scores by sqrt(d_k); see 04 · Step 2.") is None
+    True
+    """
+    found = CODE_OR_FORMULA.search(_QUOTED_ERROR.sub("", str(message)))
+    return None if found is None else found.group(0)
 
 
 @dataclass(frozen=True)

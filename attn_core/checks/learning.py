@@ -123,7 +123,8 @@ def check_what_shrinks(answer, d_k=256, seeds=(0, 1, 2)):
     expected = "d" if len(smaller) == 3 else next(
         key for key, name in SHRINK_OPTIONS.items() if smaller == [name])
     hint = ("compare the table of gradient norms at initialisation, row by row: which of "
-            "the three is smaller in the unscaled column? Remember the chain dq = scale · dS · K.")
+            "the three is smaller in the unscaled column? Remember that the scale multiplies the "
+            "gradient on its way from the scores back to q.")
     why = ("Only the softmax's own gradient shrinks; the factor sqrt(d_k) that the scaling "
            "removes comes back in dS/dq, so the gradient reaching q and W_q is larger "
            "unscaled." if expected == "a" else "")

@@ -107,9 +107,9 @@ def check_head_queries(answer, x, w_q, h, head):
     d_k = _head_dim(np.shape(w_q)[1], h)
     if isinstance(head, bool) or not isinstance(head, (int, np.integer)) or not 1 <= head <= h:
         raise ValueError(f"head must be a head number from 1 to {h}, got {head!r}")
-    hint = (f"Head {head} owns {d_k} consecutive columns of W_q, after the {head - 1} * d_k "
-            f"columns of the heads before it (numpy counts from 0); multiply the embeddings by "
-            "that slice.")
+    hint = (f"Head {head} owns {d_k} consecutive columns of W_q, after the d_k columns of each "
+            f"of the {head - 1} heads before it (numpy counts from 0); multiply the embeddings "
+            "by that slice.")
     all_heads = split_heads(np.asarray(x, dtype=float) @ np.asarray(w_q, dtype=float), h)
     expected = all_heads[head - 1]
     if is_unanswered(answer):

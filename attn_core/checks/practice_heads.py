@@ -73,15 +73,16 @@ def check_multi_head_attention(fn):
         mistake("W_o is forgotten: the merged heads still go through the output projection.",
                 project=False),
         mistake("the heads are split along the wrong axis: cut the columns (the feature axis "
-                "of x @ w_q) into h slices of d_k, then move the head axis in front of the "
+                "of the projected x) into h slices of d_k, then move the head axis in front of the "
                 "tokens.", split=_split_wrong),
         mistake("the heads are split along the wrong axis and merged the same way: cut the "
                 "feature columns into h slices of d_k.", split=_split_wrong, merge=_merge_wrong),
         mistake("the heads are merged in the wrong order: move the head axis back next to "
-                "d_k before reshaping, so that head i fills columns i*d_k to (i+1)*d_k - 1.",
+                "d_k before reshaping, so that each head fills its own block of d_k "
+                "consecutive columns, head 0 first.",
                 merge=_merge_wrong),
         mistake("you scaled by sqrt(d_model): each head's scores are divided by the square "
-                "root of its own width d_k = d_model / h.", scale="d_model"),
+                "root of its own width d_k, its share of the model's width.", scale="d_model"),
         mistake("the scores are not scaled: divide each head's dot products by sqrt(d_k).",
                 scale=None),
         mistake("the softmax runs over the wrong axis: each query's row of weights (the last "
@@ -92,9 +93,9 @@ def check_multi_head_attention(fn):
                 split=lambda x, h: x[..., None, :, :], merge=lambda x: x[..., 0, :, :]),
     ]
     return judge(fn, cases, mistakes, what="output",
-                 stub_hint="project x with w_q, w_k and w_v, split each into h heads "
-                           "(reshape to (..., n, h, d_k), then swap the n and h axes), attend per "
-                           "head, merge the heads back, and multiply by w_o.",
+                 stub_hint="project x with w_q, w_k and w_v, split the columns of each into h "
+                           "heads of d_k and move the head axis in front of the tokens, attend "
+                           "per head, merge the heads back, and multiply by w_o.",
                  shape_rule="the output has one row per token and as many columns as w_o, "
                             "(..., n, d_out)",
                  why="Split, attend, merge, project: your multi-head attention agrees with "
@@ -155,17 +156,18 @@ def check_online_softmax(fn):
     def mistake(hint, **switches):
         return Mistake(hint, lambda *args: _online(*args, **switches))
 
-    unrescaled = ("the running maximum is not rescaled: when a tile raises the maximum from m "
-                  "to m', multiply the old sum and the old accumulator by exp(m - m').")
+    unrescaled = ("the running maximum is not rescaled: when a tile raises the maximum, the "
+                  "old sum and the old accumulator were counted against the old maximum and "
+                  "must be brought to the new one.")
     mistakes = [
         mistake(unrescaled, rescale_l=False, rescale_acc=False),
         mistake(unrescaled, rescale_l=False, rescale_acc=False, local_max=True),
-        mistake("the rescaling factor is upside down: the old sums shrink by exp(m - m'), "
-                "where m' is the new, larger maximum.", inverted=True),
-        mistake("only the running sum is rescaled: the accumulator needs the same factor "
-                "exp(m - m').", rescale_acc=False),
-        mistake("only the accumulator is rescaled: the running sum needs the same factor "
-                "exp(m - m').", rescale_l=False),
+        mistake("the rescaling factor is upside down: when the maximum grows, the old sums "
+                "must shrink, not grow.", inverted=True),
+        mistake("only the running sum is rescaled: the accumulator needs the same factor.",
+                rescale_acc=False),
+        mistake("only the accumulator is rescaled: the running sum needs the same factor.",
+                rescale_l=False),
         mistake("the accumulator is not divided by the running sum at the end.", divide=False),
         mistake("the last, shorter tile is dropped: every key must be visited, even when n is "
                 "not a multiple of block_size.", drop_last=True),
@@ -173,9 +175,11 @@ def check_online_softmax(fn):
     ]
     return judge(fn, cases, mistakes, what="output",
                  stub_hint="loop over the keys block_size at a time; per query keep the running "
-                           "maximum m, the sum l of exp(score - m) and the accumulator of "
-                           "exp(score - m) times the values, rescaling l and the accumulator by "
-                           "exp(m_old - m_new) whenever m grows; return accumulator / l.",
+                           "maximum, the running sum of the exponentials of the scores shifted "
+                           "by that maximum, and an accumulator of those exponentials times the "
+                           "values; whenever the maximum grows, shrink the sum and the "
+                           "accumulator to the new maximum; at the end, divide the accumulator "
+                           "by the sum.",
                  shape_rule="the output has shape (..., n_q, d_v)",
                  why="Tile by tile, with the running maximum rescaled, you get exactly "
                      "softmax(scores) V without ever holding a whole row of scores.")

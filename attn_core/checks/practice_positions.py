@@ -30,7 +30,7 @@ __all__ = ["check_rope_wavelength", "check_rotary_attention", "check_which_depen
 
 
 def _rotary(q, k, v, positions, base=10000.0, *, scale=1.0, base_of=None, pairing="interleaved",
-            which="qk", at=None):
+            which="qk", at=None, unscaled=False):
     """Attention with rotated queries and keys; switches reproduce the usual mistakes, all
     through :func:`~attn_core.positions.rope`: a frequency exponent off by a constant is
     ``theta_c`` times a constant (``scale``: positions scaled), a missing factor 2 is another
@@ -42,7 +42,8 @@ def _rotary(q, k, v, positions, base=10000.0, *, scale=1.0, base_of=None, pairin
     def turn(x):
         return rope(x, positions, base, pairing=pairing)
 
-    return attention(*(turn(x) if name in which else x for x, name in zip((q, k, v), "qkv")))[0]
+    turned = (turn(x) if name in which else x for x, name in zip((q, k, v), "qkv"))
+    return attention(*turned, scale=1.0 if unscaled else None)[0]
 
 
 @progressive
@@ -73,11 +74,11 @@ def check_rotary_attention(fn):
         mistake("the pairs are the two halves of each vector (feature c with feature c + d/2, "
                 "as in GPT-NeoX); here pair c is the neighbours 2c and 2c + 1.",
                 pairing="halves"),
-        mistake("each pair turns the wrong way: the sine's sign is flipped. The new first "
-                "feature is a cos - b sin, the new second a sin + b cos.", scale=-1.0),
+        mistake("each pair turns the wrong way: the sine's sign is flipped, so the pair turns "
+                "clockwise by its angle instead of anticlockwise.", scale=-1.0),
         # base**(-(2c + 2)/d) = base**(-2/d) * base**(-2c/d): every angle times base**(-2/d)
-        mistake("the frequencies are off by one pair: pair c turns by base^(-2c/d) radians per "
-                "position, so pair 0 turns by 1 radian per position.",
+        mistake("the frequencies are off by one pair: pair 0, the fastest, turns by exactly 1 "
+                "radian per position.",
                 scale=lambda p, base, d: p * base ** (-2 / d)),
         # base**(-c/d) = sqrt(base)**(-2c/d)
         mistake("the frequency exponent is off: it is -2c/d for pair c (c counts pairs, not "
@@ -87,18 +88,23 @@ def check_rotary_attention(fn):
                 scale=lambda p, base, d: p * base ** (-1 / d)),
         mistake("the values are rotated too: RoPE turns only the queries and keys (the "
                 "values carry content, not position).", which="qkv"),
+        mistake("the scores are not scaled: after turning the queries and keys, divide their "
+                "dot products by the square root of d, as in every attention of the course.",
+                unscaled=True),
         mistake("only the queries are rotated: rotate the keys the same way.", which="q"),
         mistake("only the keys are rotated: rotate the queries the same way.", which="k"),
         mistake("the positions are taken as 0, 1, 2, ...: use the positions passed in.",
                 at="arange"),
-        mistake("every pair turns at the same rate: pair c's frequency is base^(-2c/d).",
+        mistake("every pair turns at the same rate: each pair has its own frequency, slower "
+                "and slower along the vector.",
                 base_of=lambda base: 1.0),
     ]
     return judge(fn, cases, mistakes, what="output",
-                 stub_hint="for each pair c of features (2c, 2c + 1), take the angle "
-                           "position times base^(-2c/d) and turn the pair by it (a 2-D "
-                           "rotation), in every query and every key; then attend with the "
-                           "rotated queries and keys and the values as they are.",
+                 stub_hint="for each pair of neighbouring features, take the angle the "
+                           "position gives at that pair's frequency (the formula above the "
+                           "exercise) and turn the pair by it (a 2-D rotation), in every "
+                           "query and every key; then attend with the rotated queries and keys "
+                           "and the values as they are.",
                  shape_rule="the output has one row per query and as many columns as v, "
                             "(..., n, d_v)",
                  why="Each pair turned by its own angle, queries and keys only: your rotary "
@@ -110,8 +116,9 @@ def check_rope_wavelength(answer, pair, d, base=10000.0, decimals=1):
     """Exercise: how many positions pair ``pair`` of a ``d``-wide RoPE takes to turn once."""
     theta = frequencies(d, base)
     places = f"{decimals} decimal{'' if decimals == 1 else 's'}"
-    hint = (f"pair c turns by theta_c = base^(-2c/d) radians per position, and a full turn is "
-            f"2 pi radians; give the number of positions to {places}.")
+    hint = (f"find how many radians pair {pair} turns per position (its frequency, from the "
+            f"formula in the notebook), and how many such steps make a full turn of 2 pi "
+            f"radians; give the number of positions to {places}.")
     got, feedback = read_number(answer, hint)
     if feedback is not None:
         return feedback
@@ -165,9 +172,9 @@ _PUT_IN = {
 def check_which_depend_on_offset(answer):
     """Exercise: which schemes give a score that depends only on the query-key offset (and
     on content), whatever the absolute positions? Answer: a set of names from SCHEMES."""
-    hint = ("write the score of a query at position m and a key at n under each scheme: for "
-            "added vectors, (x_m + p_m) W_q · (x_n + p_n) W_k has terms with p_m and p_n "
-            "alone; a rotation or a bias by (m - n) has none.")
+    hint = ("write the score of a query at position m and a key at n under each scheme: when "
+            "position vectors are added to the content, multiplying out the score leaves terms "
+            "with one position alone; a rotation or a bias by the offset leaves none.")
     if answer is None or answer is Ellipsis:
         return check_choice(answer, None, SCHEMES, hint=hint)
     try:

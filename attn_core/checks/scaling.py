@@ -59,8 +59,8 @@ def check_raw_std(answer, d_k=256):
 def check_restoring_scale(answer, variance=36.0):
     """Check the factor ``scale`` (scores are multiplied by it) that turns ``variance`` into 1."""
     expected = 1.0 / np.sqrt(variance)  # Var(a X) = a^2 Var(X) = 1  =>  a = 1 / sqrt(Var X)
-    hint = ("multiplying scores by a multiplies their variance by a squared: "
-            "Var(aX) = a^2 Var(X). Solve a^2 * variance = 1 for a > 0.")
+    hint = ("multiplying scores by a number multiplies their variance by the square of that "
+            "number. Which positive number, squared and multiplied by the variance, gives 1?")
     if is_unanswered(answer):
         return unanswered(hint)
     got = _number(answer)

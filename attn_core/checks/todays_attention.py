@@ -37,6 +37,10 @@ def check_gqa_cache_bytes(answer, n, layers, n_heads, n_kv_heads, d_head, dtype=
                        + (f", or {numbers}." if size == 2 else "."), hint)
     if size > 2 and np.isclose(got, expected / size):
         return not_yet(f"that is {numbers}.", hint)
+    for other in (4, 8):  # the bytes of a 32- or 64-bit number where the cache's are smaller
+        if other > size and np.isclose(got, expected / size * other):
+            return not_yet(f"that counts {other} bytes per number; the cache holds {dtype} "
+                           f"numbers, {size} bytes each.", hint)
     if np.isclose(got, expected / layers):
         return not_yet(f"that is one layer's cache; each of the {layers} layers has one.", hint)
     if np.isclose(got, expected / n):

@@ -194,7 +194,9 @@ def _fmt(value, fmt=TABLE_FMT):
         return figures.NEG_INF_TEXT
     if np.isnan(value):
         return ""
-    return fmt.format(value)
+    text = fmt.format(value)
+    # a value that rounds to zero prints without a sign: -0.000 reads as a negative number
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
 def _table(name, matrix, *, row_labels=None, col_labels=None, highlight=(), hidden=(),

@@ -49,6 +49,24 @@ def memory_curves(n, n_heads, n_kv_heads, window, n_sink):
                  for heads, xs in ((n_heads, t), (n_kv_heads, t), (n_kv_heads, kept)))
 
 
+def _count(n, noun):
+    """'1 sink', '0 sinks', '4 sinks'."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def attention_kind(n_heads, n_kv_heads):
+    """The name of attention with these head counts: one head of each is single-head
+    attention, not multi-head; all query heads sharing one key/value head is multi-query."""
+    if n_heads == 1:
+        return "single-head"
+    if n_kv_heads == n_heads:
+        return "multi-head"
+    if n_kv_heads == 1:
+        return "multi-query"
+    per = _count(n_heads // n_kv_heads, "query head")
+    return f"grouped-query ({per} per key/value head)"
+
+
 class KVCacheExplorer(Explorer):
     """Query heads, key/value heads, window, sinks, context length: sharing, pattern, bytes."""
 
@@ -107,18 +125,19 @@ class KVCacheExplorer(Explorer):
         full_long = kv_cache_bytes(long, LAYERS, kv, D_HEAD, DTYPE)
         rolling_long = kv_cache_bytes(min(long, window + n_sink), LAYERS, kv, D_HEAD, DTYPE)
         mha_long = kv_cache_bytes(long, LAYERS, h, D_HEAD, DTYPE)
-        kind = ("multi-head" if kv == h else "multi-query" if kv == 1 else
-                f"grouped-query ({h // kv} query heads per key/value head)")
         self.readout.value = (
             '<div data-name="kv" style="font-family:monospace;font-size:13px">'
-            f"{kind}: {h} query heads, {kv} key/value heads; {LAYERS} layers, d_head "
+            f"{attention_kind(h, kv)}: {_count(h, 'query head')}, "
+            f"{_count(kv, 'key/value head')}; {LAYERS} layers, d_head "
             f"{D_HEAD}, {DTYPE}<br>after <span data-k=\"n\">{n}</span> tokens: full cache "
             f'<span data-k="full">{int(curves[1][-1]):,}</span> bytes, rolling '
             f'<span data-k="rolling">{int(curves[2][-1]):,}</span> bytes (window {window}'
-            f" + {n_sink} sinks), multi-head <span data-k=\"mha\">{int(curves[0][-1]):,}</span>"
-            f" bytes<br>at {long:,} tokens: multi-head {mha_long / 2**30:.2f} GiB, this model "
+            f" + {_count(n_sink, 'sink')}), multi-head "
+            f'<span data-k="mha">{int(curves[0][-1]):,}</span> bytes<br>'
+            f"at {long:,} tokens: multi-head {mha_long / 2**30:.2f} GiB, this model "
             f"{full_long / 2**30:.2f} GiB, rolling {rolling_long / 2**20:.1f} MiB</div>")
-        self._show(self.canvas, [self.art.sharing, self.art.pattern, *self.art.lines])
+        lines = sorted(self.art.lines, key=lambda line: line.get_zorder())  # drawn in order
+        self._show(self.canvas, [self.art.sharing, self.art.pattern, *lines])
         self._last_key = key
 
     def shown(self):

@@ -17,6 +17,7 @@ import ipywidgets as W
 import numpy as np
 from PIL import Image, ImageChops, ImageDraw
 
+from ..figures.base import THEMED_IMAGE
 from .colors import (
     DARK_INK,
     DARK_PAGE,
@@ -141,13 +142,16 @@ def _dark_lut():
 
 _DARK_LUT = _dark_lut()
 _GREY_POINT = [255 if v <= GREY_CHROMA else 0 for v in range(256)]
+#: A white area inside an image at least this many pixels across (odd) is paper, not a number.
+PAPER_OPENING = 7
 
 
 def dark_image(light, keep_boxes):
     """The dark theme's frame of a light one (Pillow RGB images): greys outside
     ``keep_boxes`` get their lightness inverted into [DARK_PAGE, DARK_INK] (white paper ->
     the dark page, black ink -> light ink); colours, and everything inside the boxes
-    (images: a heatmap's cells and their numbers), stay.
+    (images: a heatmap's cells and their numbers), stay, except white areas at least
+    ``PAPER_OPENING`` pixels across: blank paper inside an image, which turns dark too.
 
     keep_boxes : (left, top, right, bottom) pixel boxes. All in Pillow's C loops: a frame
     costs about as much as encoding its PNG.
@@ -159,8 +163,38 @@ def dark_image(light, keep_boxes):
     draw = ImageDraw.Draw(grey)
     for box in keep_boxes:
         draw.rectangle(box, fill=0)
+    # Paper inside an image (its blank cells beyond the data, gaps between maps) is paper
+    # too: pure white areas at least PAPER_OPENING pixels across; white numbers and halos on
+    # the cells are thinner, and the opening (erode, then dilate) leaves them out.
+    if keep_boxes:
+        white = np.asarray(ImageChops.darker(ImageChops.darker(r, g), b)) == 255
+        paper = np.zeros(white.shape, dtype=bool)
+        for left, top, right, bottom in keep_boxes:
+            inside = (slice(max(top, 0), bottom + 1), slice(max(left, 0), right + 1))
+            paper[inside] = _opened(white[inside], PAPER_OPENING)
+        if paper.any():
+            grey = ImageChops.lighter(grey, Image.fromarray(paper.astype(np.uint8) * 255))
     swapped = Image.merge("RGB", [g.point(_DARK_LUT[:, i].tolist()) for i in range(3)])
     return Image.composite(swapped, light, grey)
+
+
+def _opened(mask, size):
+    """Binary opening of the bool array ``mask`` by a ``size`` x ``size`` square (odd): the
+    pixels of the white areas a whole square fits in. Separable, one axis at a time."""
+    pad = size // 2
+
+    def along(m, axis, combine, fill):  # combine each pixel with its size - 1 neighbours
+        widths = [(0, 0), (0, 0)]
+        widths[axis] = (pad, pad)
+        padded = np.pad(m, widths, constant_values=fill)
+        out = m.copy()
+        n = m.shape[axis]
+        for shift in range(size):
+            combine(out, padded[(slice(None),) * axis + (slice(shift, shift + n),)], out=out)
+        return out
+
+    eroded = along(along(mask, 0, np.logical_and, True), 1, np.logical_and, True)
+    return along(along(eroded, 0, np.logical_or, False), 1, np.logical_or, False)
 
 
 def dark_rgb(rgb, keep):
@@ -168,18 +202,31 @@ def dark_rgb(rgb, keep):
     (h, w) bool (True: left as is). Returns a new (h, w, 3) uint8 array."""
     r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
     chroma = np.maximum(np.maximum(r, g), b) - np.minimum(np.minimum(r, g), b)
-    grey = (chroma <= GREY_CHROMA) & ~keep
+    white = (rgb == 255).all(axis=-1)
+    paper = np.zeros_like(white)
+    rows, cols = np.nonzero(keep)
+    if rows.size:  # one box here: the bounding box of keep
+        inside = (slice(rows.min(), rows.max() + 1), slice(cols.min(), cols.max() + 1))
+        paper[inside] = _opened(white[inside], PAPER_OPENING) & keep[inside]
+    grey = ((chroma <= GREY_CHROMA) & ~keep) | paper
     out = np.array(rgb)
     out[grey] = _DARK_LUT[g[grey]]
     return out
 
 
 def image_boxes(figure):
-    """Pixel boxes (left, top, right, bottom; inclusive) of every visible image's window."""
+    """Pixel boxes (left, top, right, bottom; inclusive) of every visible image's window.
+
+    An image whose gid is :data:`attn_core.figures.THEMED_IMAGE` is left out: its cells are
+    only paper, masked grey and plain colours, with no numbers on them, so it follows the
+    theme like the rest of the figure (its blank and masked cells turn dark in the dark
+    frame, its colours stay)."""
     height = figure.canvas.get_width_height(physical=True)[1]
     boxes = []
     for ax in figure.axes:
         for im in ax.images:
+            if im.get_gid() == THEMED_IMAGE:
+                continue
             box = type(ax.bbox).intersection(im.get_window_extent(), ax.bbox)
             if im.get_visible() and box is not None:
                 boxes.append((int(np.floor(box.x0)), height - int(np.ceil(box.y1)),

@@ -26,6 +26,7 @@ __all__ = [
     "LINE_COLOR",
     "MARKER_COLOR",
     "MASKED_FACE_COLOR",
+    "THEMED_IMAGE",
     "MASK_SYMBOLS",
     "NEG_INF_TEXT",
     "OKABE_ITO",
@@ -56,6 +57,10 @@ HIGHLIGHT_FILL_ALPHA = 0.35
 HIGHLIGHT_LINEWIDTH = 2.5
 HIGHLIGHT_HALO_COLOR = "white"  # a thin halo under the outline keeps it visible on dark cells
 HIGHLIGHT_HALO_WIDTH = 1.5
+#: The gid of an image drawn only in paper, masked grey and plain colours (no numbers on its
+#: cells): the explorers' dark frame turns it dark like the rest of the figure instead of
+#: keeping it as in the light one (attn_core.explorers.notes.image_boxes).
+THEMED_IMAGE = "attn-themed-image"
 MASKED_FACE_COLOR = "#DADADA"  # a masked-out cell: light grey ...
 MASK_HATCH = "//"  # ... hatched, so it reads as "no value" without colour
 MASK_HATCH_COLOR = "#7F7F7F"

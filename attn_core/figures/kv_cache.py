@@ -15,6 +15,7 @@ from .base import (
     LINE_WIDTH,
     MASKED_FACE_COLOR,
     OKABE_ITO,
+    THEMED_IMAGE,
     TICK_FONTSIZE,
     TITLE_FONTSIZE,
 )
@@ -33,9 +34,12 @@ _BLANK = (1.0, 1.0, 1.0, 0.0)
 _PATTERN_CMAP = ListedColormap([MASKED_FACE_COLOR, ALLOWED_COLOR, SINK_COLOR]).with_extremes(
     bad=_BLANK)
 _SHARING_CMAP = ListedColormap([MASKED_FACE_COLOR, ALLOWED_COLOR]).with_extremes(bad=_BLANK)
-CURVES = (("multi-head, full cache", OKABE_ITO["black"], "--"),
-          ("this model, full cache", OKABE_ITO["blue"], "-"),
-          ("this model, rolling cache", OKABE_ITO["vermillion"], "-"))
+#: (label, colour, style, width factor, z-order): when curves coincide (equal head counts, a
+#: window as long as the context) each stays visible: a wide blue line under a thinner
+#: vermillion one under a dashed black one.
+CURVES = (("multi-head, full cache", OKABE_ITO["black"], "--", 1.0, 4),
+          ("this model, full cache", OKABE_ITO["blue"], "-", 3.0, 2),
+          ("this model, rolling cache", OKABE_ITO["vermillion"], "-", 1.4, 3))
 
 
 @dataclass(repr=False)
@@ -73,14 +77,16 @@ def kv_cache_figure(max_heads, max_ctx, max_bytes, fig=None):
     ax_share.set_ylabel("query head", fontsize=LABEL_FONTSIZE)
     pattern = ax_pat.imshow(np.full((max_ctx, max_ctx), np.nan), cmap=_PATTERN_CMAP, vmin=0,
                             vmax=2, interpolation="nearest", aspect="equal")
+    for image in (sharing, pattern):  # cells without numbers: they follow the theme
+        image.set_gid(THEMED_IMAGE)
     ax_pat.set_title("what each token attends to\n(blue window, orange sinks)",
                      fontsize=TITLE_FONTSIZE)
     ax_pat.set_xlabel("key position", fontsize=LABEL_FONTSIZE)
     ax_pat.set_ylabel("query position", fontsize=LABEL_FONTSIZE)
     steps = np.arange(1, max_ctx + 1)
     lines = tuple(ax_mem.plot(steps, np.full(max_ctx, np.nan), color=color, linestyle=style,
-                              linewidth=LINE_WIDTH, label=label)[0]
-                  for label, color, style in CURVES)
+                              linewidth=LINE_WIDTH * width, label=label, zorder=z)[0]
+                  for label, color, style, width, z in CURVES)
     ax_mem.set_xlim(0, max_ctx + 1)
     ax_mem.set_ylim(0, max_bytes / 2**20 * 1.05)
     ax_mem.set_title("KV cache, all layers", fontsize=TITLE_FONTSIZE)

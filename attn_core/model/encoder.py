@@ -152,7 +152,7 @@ def embed(weights, ids, token_type_ids=None):
     return layer_norm(x, weights.ln_gamma, weights.ln_beta, weights.eps)
 
 
-def encoder_layer(x, layer, heads, mask=None, eps=1e-12):
+def encoder_layer(x, layer, heads, mask=None, eps=1e-12, value_mask=None):
     """One encoder layer: multi-head self-attention and a feed-forward network.
 
     Parameters
@@ -167,6 +167,9 @@ def encoder_layer(x, layer, heads, mask=None, eps=1e-12):
         (e.g. ``padding_mask(...)[..., None, :, :]``).
     eps : float
         Layer-norm epsilon.
+    value_mask : (heads, n) bool array_like, optional
+        False where a head's value vector at key ``j`` is replaced by zeros (its weights
+        unchanged); see :func:`attn_core.multihead.multi_head_attention`.
 
     Returns
     -------
@@ -191,14 +194,15 @@ def encoder_layer(x, layer, heads, mask=None, eps=1e-12):
     heads = check_positive_int(heads, "heads")
     attended, weights = multi_head_attention(
         x, layer.w_q, layer.w_k, layer.w_v, layer.w_o, heads, mask=mask,
-        biases=(layer.b_q, layer.b_k, layer.b_v, layer.b_o))
+        biases=(layer.b_q, layer.b_k, layer.b_v, layer.b_o), value_mask=value_mask)
     a = layer_norm(x + attended, layer.ln1_gamma, layer.ln1_beta, eps)  # (..., n, d)
     hidden = gelu(a @ layer.w_in + layer.b_in)  # (..., n, d_ff)
     y = layer_norm(a + hidden @ layer.w_out + layer.b_out, layer.ln2_gamma, layer.ln2_beta, eps)
     return y, weights
 
 
-def encoder_forward(weights, ids, attention_mask=None, token_type_ids=None, head_mask=None):
+def encoder_forward(weights, ids, attention_mask=None, token_type_ids=None, head_mask=None,
+                    value_mask=None):
     """The whole encoder: embeddings, then every layer, keeping every step's output.
 
     Parameters
@@ -214,6 +218,10 @@ def encoder_forward(weights, ids, attention_mask=None, token_type_ids=None, head
         False where head ``h`` of layer ``l`` may not attend to key ``j`` (for any query):
         an ablation of what single heads see (notebook 16 masks the ``[CLS]`` sink). It
         combines with ``attention_mask`` by "and"; a query must keep at least one key.
+    value_mask : (layers, heads, n) bool array_like, optional
+        False where head ``h`` of layer ``l`` reads zeros in place of key ``j``'s value while
+        its weights stay: the ablation that tells a sink (weight held, nothing given) from an
+        important key (notebook 16).
 
     Returns
     -------
@@ -235,11 +243,15 @@ def encoder_forward(weights, ids, attention_mask=None, token_type_ids=None, head
     if attention_mask is not None:
         keep = _attention_mask(attention_mask, ids.shape)
         mask = keep[..., None, None, :]  # (..., 1, 1, n): every head, every query
-    layer_masks = _head_masks(head_mask, len(weights.layers), weights.heads, ids.shape[-1], mask)
+    layers, n = len(weights.layers), ids.shape[-1]
+    layer_masks = _head_masks(head_mask, layers, weights.heads, n, mask)
+    value_masks = [None] * layers if value_mask is None else _value_masks(
+        value_mask, layers, weights.heads, n)
     x = embed(weights, ids, token_type_ids)
     states, attentions = [x], []
-    for layer, layer_mask in zip(weights.layers, layer_masks):
-        x, a = encoder_layer(x, layer, weights.heads, mask=layer_mask, eps=weights.eps)
+    for layer, layer_mask, keep in zip(weights.layers, layer_masks, value_masks):
+        x, a = encoder_layer(x, layer, weights.heads, mask=layer_mask, eps=weights.eps,
+                             value_mask=keep)
         states.append(x)
         attentions.append(a)
     return EncoderOutput(hidden_states=np.stack(states, axis=-3),
@@ -256,6 +268,15 @@ def _head_masks(head_mask, layers, heads, n, mask):
                          f"{(layers, heads, n)}, got dtype {hm.dtype} and shape {hm.shape}")
     per_layer = hm[:, :, None, :]  # (layers, heads, 1, n): the same keys for every query
     return [m if mask is None else m & mask for m in per_layer]
+
+
+def _value_masks(value_mask, layers, heads, n):
+    """``value_mask`` checked as ``(layers, heads, n)`` bool: one ``(heads, n)`` per layer."""
+    vm = np.asarray(value_mask)
+    if vm.dtype != bool or vm.shape != (layers, heads, n):
+        raise ValueError(f"value_mask must be a bool array of shape (layers, heads, n) = "
+                         f"{(layers, heads, n)}, got dtype {vm.dtype} and shape {vm.shape}")
+    return list(vm)
 
 
 def _tiny_weights(d=4, d_ff=8, heads=2, layers=1, vocab=8, seed=0):

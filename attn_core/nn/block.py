@@ -145,20 +145,24 @@ def _rotate(o, positions):
     return lambda x: rope(x, positions, base=o.rope_base, pairing=o.pairing)
 
 
-def _edit_qkv(o, positions, zero_values):
-    """The ``edit_qkv`` of ``_multi_head_parts``: rotary positions on q and k, and the value
-    vectors of the key positions ``zero_values`` set to 0 (their weights are kept)."""
-    if o.rope_base is None and zero_values is None:
+def _edit_qkv(o, positions):
+    """The ``edit_qkv`` of ``_multi_head_parts``: rotary positions on q and k (None without
+    them)."""
+    if o.rope_base is None:
         return None
     turn = _rotate(o, positions)
+    return lambda q, k, v: (turn(q), turn(k), v)
 
-    def edit(q, k, v):
-        if zero_values is not None:
-            v = v.copy()
-            v[..., zero_values, :] = 0  # (..., n_kv, n, d_head): those keys carry nothing
-        return turn(q), turn(k), v
 
-    return edit
+def _value_mask(o, n, zero_values):
+    """``(n_heads, n)`` bool, False at the key positions ``zero_values`` in every head: their
+    value vectors carry nothing while their weights are kept (``multi_head_attention``'s
+    ``value_mask``); None when no value is zeroed."""
+    if zero_values is None:
+        return None
+    keep = np.ones((o.n_heads, n), dtype=bool)
+    keep[:, zero_values] = False
+    return keep
 
 
 def _block_parts(x, p, o, ablate=None, mask=None, positions=None, zero_values=None):
@@ -174,7 +178,8 @@ def _block_parts(x, p, o, ablate=None, mask=None, positions=None, zero_values=No
     ln1, z1, d1 = _norm_parts(x, p, "ln1", o)  # (..., n, d)
     ws, bs = _attn_args(p)
     attended, weights, attn = _multi_head_parts(ln1, ws, o.n_heads, mask, bs, o.n_kv_heads,
-                                                _edit_qkv(o, positions, zero_values))
+                                                _edit_qkv(o, positions),
+                                                _value_mask(o, n, zero_values))
     if ablate:
         attended = _ablated(attended, attn[3], ws[3], o.n_heads, ablate)
     a = x + attended  # (..., n, d)
