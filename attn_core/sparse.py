@@ -23,7 +23,8 @@ from .attention import attention
 from .masks import causal_mask, receptive_field
 
 __all__ = ["bigbird_mask", "block_layout", "block_sparse_attention", "block_sparse_cells",
-           "fixed_mask", "layers_to_connect", "local_global_mask", "strided_mask"]
+           "fixed_mask", "hops_from", "keys_kept", "layers_to_connect", "local_global_mask",
+           "strided_mask"]
 
 
 def _offsets(n):
@@ -332,3 +333,65 @@ def layers_to_connect(mask, max_layers=64):
             break  # nothing new: more layers reach no further
         previous = reach
     return hops
+
+
+def hops_from(mask, j, max_layers=64):
+    """Row ``j`` of :func:`layers_to_connect`, transposed: layers for input ``j`` to reach each
+    output, by pushing one vector through the layers (``O(n^2)`` per layer, no matrix power).
+
+    Returns
+    -------
+    hops : (n,) int ndarray
+        ``hops[i]`` equals ``layers_to_connect(mask, max_layers)[i, j]`` (0: not within
+        ``max_layers``).
+
+    Examples
+    --------
+    >>> from attn_core.masks import window_mask
+    >>> hops_from(window_mask(5, 2), 0).tolist()
+    [1, 1, 2, 3, 4]
+    """
+    m = _check_square_mask(mask)
+    j = check_positive_int(j, "j", minimum=0)
+    if j >= m.shape[1]:
+        raise ValueError(f"j must be a position below n = {m.shape[1]}, got {j}")
+    max_layers = check_positive_int(max_layers, "max_layers")
+    step = m.astype(np.float32)  # a count of paths, only tested for > 0
+    reach = m[:, j].copy()  # (n,): outputs that read input j directly
+    hops = np.where(reach, 1, 0)
+    for layers in range(2, max_layers + 1):
+        new = (step @ reach.astype(np.float32)) > 0  # (n, n) @ (n,): one step further
+        if (new == reach).all():
+            break
+        hops[new & ~reach] = layers
+        reach = new
+    return hops
+
+
+def keys_kept(mask):
+    """How many tokens' keys and values a decoder must still hold after each step.
+
+    Parameters
+    ----------
+    mask : (n, n) bool array_like
+        A causal pattern.
+
+    Returns
+    -------
+    kept : (n,) int ndarray
+        ``kept[t]``: tokens ``j <= t`` that query ``t`` or a later query (up to ``n - 1``)
+        attends to: the cache a decoder needs after token ``t``. A window keeps ``w``; a
+        pattern whose later rows reach back to any old key (strided) keeps them all.
+
+    Examples
+    --------
+    >>> from attn_core.masks import window_mask
+    >>> keys_kept(window_mask(6, 3)).tolist()
+    [1, 2, 3, 3, 3, 3]
+    """
+    m = _check_square_mask(mask)
+    n = m.shape[0]
+    rows = np.arange(n)[:, None]
+    last = np.where(m, rows, -1).max(axis=0)  # (n,): the last query that reads each key
+    t = np.arange(n)
+    return ((t[None, :] <= t[:, None]) & (last[None, :] >= t[:, None])).sum(axis=1)

@@ -134,3 +134,22 @@ def test_bad_input_is_named():
     ref.assert_clear_error(lambda: strided_mask(8, 0), ValueError, "stride")
     ref.assert_clear_error(lambda: layers_to_connect(np.zeros((3, 3), bool)), ValueError,
                            "itself")
+
+
+def test_hops_from_is_a_column_of_layers_to_connect():
+    from attn_core.sparse import hops_from
+    for m in (window_mask(30, 4), strided_mask(30, 5), fixed_mask(30, 6),
+              bigbird_mask(30, 3, 1, 1, seed=2) & np.tri(30, dtype=bool)):
+        full = layers_to_connect(m)
+        for j in (0, 1, 7, 29):
+            assert (hops_from(m, j) == full[:, j]).all()
+
+
+def test_keys_kept_equals_a_loop_over_future_queries():
+    from attn_core.sparse import keys_kept
+    for m in (window_mask(24, 5), strided_mask(24, 4), fixed_mask(24, 6, 2)):
+        n = len(m)
+        want = [sum(any(m[i, j] for i in range(t, n)) for j in range(t + 1)) for t in range(n)]
+        assert keys_kept(m).tolist() == want
+    assert keys_kept(window_mask(24, 5))[10] == 5
+    assert keys_kept(strided_mask(48, 4))[23] == 24  # every old key is read again later
