@@ -337,7 +337,7 @@ def layers_to_connect(mask, max_layers=64):
 
 def hops_from(mask, j, max_layers=64):
     """Row ``j`` of :func:`layers_to_connect`, transposed: layers for input ``j`` to reach each
-    output, by pushing one vector through the layers (``O(n^2)`` per layer, no matrix power).
+    output, by pushing one set of positions through the layers (work per layer: the allowed cells).
 
     Returns
     -------
@@ -356,11 +356,12 @@ def hops_from(mask, j, max_layers=64):
     if j >= m.shape[1]:
         raise ValueError(f"j must be a position below n = {m.shape[1]}, got {j}")
     max_layers = check_positive_int(max_layers, "max_layers")
-    step = m.astype(np.float32)  # a count of paths, only tested for > 0
+    rows, cols = np.nonzero(m)  # the allowed cells: one step from input cols to output rows
     reach = m[:, j].copy()  # (n,): outputs that read input j directly
     hops = np.where(reach, 1, 0)
     for layers in range(2, max_layers + 1):
-        new = (step @ reach.astype(np.float32)) > 0  # (n, n) @ (n,): one step further
+        new = reach.copy()
+        new[rows[reach[cols]]] = True  # every output that reads a position reached so far
         if (new == reach).all():
             break
         hops[new & ~reach] = layers
