@@ -90,7 +90,8 @@ from .positions import *  # noqa: F403
 from .products import *  # noqa: F403
 from .training import *  # noqa: F403
 
-_MODULES = (alt, bars, base, beyond_length, beyond_quadratic, cells, gpt, head_grids, head_mosaics, heatmaps,
+_MODULES = (alt, bars, base, beyond_length, beyond_quadratic, cells, gpt, head_grids,
+            head_mosaics, heatmaps,
             induction, kv_cache, lines,
             mask_grids, model_axes, model_base, model_every_head, model_head_maps, model_panels,
             model_roles, positions, products, training)
