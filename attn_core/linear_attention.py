@@ -36,7 +36,8 @@ from ._validate import (
 )
 
 __all__ = ["LinearState", "elu_feature_map", "empty_linear_state", "linear_attention",
-           "linear_attention_quadratic", "linear_attention_recurrent", "linear_decode_step"]
+           "linear_attention_quadratic", "linear_attention_recurrent", "linear_decode_step",
+           "linear_weights_backward"]
 
 #: Query rows per chunk of the causal linear form: inside a chunk the small quadratic form,
 #: across chunks the running state (the "chunkwise" form of later linear-attention models).
@@ -330,3 +331,54 @@ def linear_attention_recurrent(q, k, v):
         out_t, state = linear_decode_step(state, q[..., t, :], k[..., t, :], v[..., t, :])
         rows.append(np.broadcast_to(out_t, (*lead, v.shape[-1])))
     return np.stack(rows, axis=-2), state  # n x (..., d_v) -> (..., n, d_v)
+
+
+def linear_weights_backward(q, k, weights, grad_weights):
+    """Gradients of :func:`linear_attention_quadratic`'s weights with respect to ``q`` and ``k``.
+
+    Parameters
+    ----------
+    q : (..., n_q, d_k) array_like
+    k : (..., n_k, d_k) array_like
+    weights : (..., n_q, n_k) array_like
+        The forward's weights (0 where masked).
+    grad_weights : (..., n_q, n_k) array_like
+        Derivative of the loss with respect to them (``grad_out @ v^T`` for ``out = A v``).
+
+    Returns
+    -------
+    grad_q : (..., n_q, d_k) ndarray
+    grad_k : (..., n_k, d_k) ndarray
+
+    Notes
+    -----
+    With ``P = phi(Q) phi(K)^T`` (masked) and ``A = P / r``, ``r`` the row sums:
+
+    .. math:: dP_{ij} = \frac{dA_{ij} - \sum_{j'} dA_{ij'} A_{ij'}}{r_i} [\text{allowed}],
+              \quad d\phi(Q) = dP\, \phi(K), \quad d\phi(K) = dP^\top \phi(Q)
+
+    and ``phi'(x)`` is 1 where ``x > 0``, ``exp(x)`` elsewhere. ``r_i`` is recovered from
+    the weights: ``r_i = phi(q_i) . phi(k_j) / A_ij`` for any allowed ``j``, here computed
+    afresh as the row sum of ``P``.
+    """
+    q = as_float_array(q, "q", min_ndim=2)
+    k = as_float_array(k, "k", min_ndim=2)
+    a = as_float_array(weights, "weights", min_ndim=2, layout="(..., n_q, n_k)")
+    da = as_float_array(grad_weights, "grad_weights", min_ndim=2, layout="(..., n_q, n_k)")
+    fq, fk = elu_feature_map(q), elu_feature_map(k)
+    allowed = a > 0  # every allowed similarity is positive (phi > 0)
+    p = np.where(allowed, fq @ fk.swapaxes(-1, -2), 0)  # (..., n_q, n_k)
+    r = p.sum(axis=-1, keepdims=True)  # (..., n_q, 1)
+    dp = np.where(allowed, (da - (da * a).sum(axis=-1, keepdims=True)) / r, 0)
+    d_fq = dp @ fk  # (..., n_q, n_k) @ (..., n_k, d_k) -> (..., n_q, d_k)
+    d_fk = dp.swapaxes(-1, -2) @ fq  # (..., n_k, n_q) @ (..., n_q, d_k) -> (..., n_k, d_k)
+    slope_q, slope_k = np.where(q > 0, 1, fq), np.where(k > 0, 1, fk)  # phi'(x)
+    return d_fq * slope_q, _sum_to(d_fk * slope_k, k.shape)
+
+
+def _sum_to(x, shape):
+    """``x`` summed over the leading axes it gained by broadcasting, back to ``shape``."""
+    while x.ndim > len(shape):
+        x = x.sum(axis=0)
+    return x.sum(axis=tuple(i for i, s in enumerate(shape) if s == 1 and x.shape[i] != 1),
+                 keepdims=True) if x.shape != tuple(shape) else x

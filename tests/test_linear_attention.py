@@ -137,3 +137,20 @@ def test_state_bytes_stop_growing_where_the_cache_grows():
     state = linear_state_bytes(2, 4, 8, dtype="float64")
     assert state == 2 * 4 * (8 * 8 + 8) * 8
     assert kv_cache_bytes(1, 2, 4, 8, "float64") < state < kv_cache_bytes(100, 2, 4, 8, "float64")
+
+
+def test_weights_backward_against_finite_differences():
+    from attn_core.linear_attention import linear_weights_backward
+    g = np.random.default_rng(7)
+    q, k, v = g.standard_normal((3, 2, 6, 3))
+    grad_out = g.standard_normal((2, 6, 3))
+    for causal in (False, True):
+        def loss(q, k):
+            return float((linear_attention_quadratic(q, k, v, causal=causal)[0] * grad_out).sum())
+
+        out, w = linear_attention_quadratic(q, k, v, causal=causal)
+        gq, gk = linear_weights_backward(q, k, w, grad_out @ v.swapaxes(-1, -2))
+        np.testing.assert_allclose(gq, ref.numeric_grad(lambda x: loss(x, k), q), rtol=1e-6,
+                                   atol=1e-8)
+        np.testing.assert_allclose(gk, ref.numeric_grad(lambda x: loss(q, x), k), rtol=1e-6,
+                                   atol=1e-8)
