@@ -354,8 +354,8 @@ def linear_weights_backward(q, k, weights, grad_weights):
     -----
     With ``P = phi(Q) phi(K)^T`` (masked) and ``A = P / r``, ``r`` the row sums:
 
-    .. math:: dP_{ij} = \frac{dA_{ij} - \sum_{j'} dA_{ij'} A_{ij'}}{r_i} [\text{allowed}],
-              \quad d\phi(Q) = dP\, \phi(K), \quad d\phi(K) = dP^\top \phi(Q)
+    .. math:: dP_{ij} = \\frac{dA_{ij} - \\sum_{j'} dA_{ij'} A_{ij'}}{r_i} [\\text{allowed}],
+              \\quad d\\phi(Q) = dP\\, \\phi(K), \\quad d\\phi(K) = dP^\\top \\phi(Q)
 
     and ``phi'(x)`` is 1 where ``x > 0``, ``exp(x)`` elsewhere. ``r_i`` is recovered from
     the weights: ``r_i = phi(q_i) . phi(k_j) / A_ij`` for any allowed ``j``, here computed
