@@ -145,7 +145,7 @@ def test_weights_backward_against_finite_differences():
     q, k, v = g.standard_normal((3, 2, 6, 3))
     grad_out = g.standard_normal((2, 6, 3))
     for causal in (False, True):
-        def loss(q, k):
+        def loss(q, k, causal=causal):
             return float((linear_attention_quadratic(q, k, v, causal=causal)[0] * grad_out).sum())
 
         out, w = linear_attention_quadratic(q, k, v, causal=causal)
