@@ -29,7 +29,8 @@ FIGSIZE = (9.8, 3.4)
 DISPLAY = 128
 _DENSITY_CMAP = LinearSegmentedColormap.from_list("allowed_share",
                                                   [MASKED_FACE_COLOR, ALLOWED_COLOR])
-FULL_STYLE = dict(color=OKABE_ITO["black"], linestyle="--", linewidth=LINE_WIDTH)
+FULL_STYLE = dict(color=OKABE_ITO["black"], linestyle="--", linewidth=LINE_WIDTH,
+                  zorder=3)  # over the method's line where they coincide
 METHOD_STYLE = dict(color=OKABE_ITO["blue"], linestyle="-", linewidth=LINE_WIDTH)
 
 
