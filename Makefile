@@ -202,9 +202,10 @@ html: solutions
 
 # Pinned here, not in requirements.txt, so learners and the Binder image do not carry them.
 TEST_EXTRAS := playwright==1.65.2 jupyter-repo2docker==2026.4.0
-# The reference implementation for tests/test_pretrained_crosscheck.py (needs torch, which
-# .ci/run installs first as torch==2.13.0, the CPU build).
-CROSSCHECK_EXTRAS := transformers==5.24.0
+# The reference implementation for tests/test_pretrained_crosscheck.py and tests/test_llm_*.py
+# (needs torch, which .ci/run installs first as torch==2.13.0, the CPU build); accelerate is
+# what transformers needs to load the LLM from its GGUF file.
+CROSSCHECK_EXTRAS := transformers==5.24.0 accelerate==1.16.0
 
 # The slow, opt-in Binder check: a fresh environment from binder/ (718 MB, a few minutes),
 # as mybinder.org builds it. `make test` skips it outside CI; CI (CI=true) always runs it.
