@@ -30,6 +30,7 @@ from ._validate import (
     batch_shape,
     check_bool,
     check_float_dtype,
+    check_mask,
     check_positive_int,
     check_result,
     to_common_dtype,
@@ -88,7 +89,7 @@ def _check_causal(causal, q, k):
     return causal
 
 
-def linear_attention_quadratic(q, k, v, causal=False):
+def linear_attention_quadratic(q, k, v, causal=False, mask=None):
     """Linear attention written with its ``(n_q, n_k)`` matrix of similarities.
 
     Parameters
@@ -98,6 +99,9 @@ def linear_attention_quadratic(q, k, v, causal=False):
     v : (..., n_k, d_v) array_like
     causal : bool, optional
         If True, query ``i`` sees keys ``j <= i`` only (``n_q == n_k``).
+    mask : (..., n_q, n_k) bool array_like, optional
+        True where a query may attend (and'ed with ``causal``); a masked key gets similarity
+        0. A row with no allowed key gets zero weights and a zero output.
 
     Returns
     -------
@@ -119,13 +123,26 @@ def linear_attention_quadratic(q, k, v, causal=False):
     """
     q, k, v = _check_qkv(q, k, v)
     causal = _check_causal(causal, q, k)
-    sim = elu_feature_map(q) @ elu_feature_map(k).swapaxes(-1, -2)  # (..., n_q, n_k)
+    allowed = True
+    if mask is not None:
+        allowed = check_mask(mask, (*batch_shape({"q": q.shape, "k": k.shape}), q.shape[-2],
+                                    k.shape[-2]))
     if causal:
-        sim = np.where(np.tri(q.shape[-2], dtype=bool), sim, 0)  # later keys: similarity 0
-    weights = sim / sim.sum(axis=-1, keepdims=True)  # (..., n_q, n_k), rows sum to 1
+        allowed = np.tri(q.shape[-2], dtype=bool) & allowed  # later keys: similarity 0
+    weights = _linear_weights(q, k, allowed)
     out = weights @ v  # (..., n_q, n_k) @ (..., n_k, d_v) -> (..., n_q, d_v)
     check_result(out, "the output (weights @ v)")
     return out, weights
+
+
+def _linear_weights(q, k, allowed=True):
+    """Unchecked weights ``phi(q) . phi(k)`` (0 where not ``allowed``), normalised per row (a
+    row with nothing allowed stays 0): shared with multi-head attention's ``kind="linear"``."""
+    sim = elu_feature_map(q) @ elu_feature_map(k).swapaxes(-1, -2)  # (..., n_q, n_k)
+    if allowed is not True:
+        sim = np.where(allowed, sim, 0)
+    total = sim.sum(axis=-1, keepdims=True)  # (..., n_q, 1), > 0 where any key is allowed
+    return np.divide(sim, total, out=np.zeros_like(sim), where=total > 0)
 
 
 def linear_attention(q, k, v, causal=False, chunk=CHUNK):
