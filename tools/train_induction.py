@@ -12,6 +12,13 @@ run; ``tests/test_induction_trace.py`` re-evaluates them against the trace.
 Run from the repository root: ``OPENBLAS_NUM_THREADS=1 nice -n 10 python
 tools/train_induction.py`` (about 140 s of CPU in all, single-threaded; 14 minutes
 of wall time on the loaded 2-core machine, seeds run as three processes, then --merge).
+
+``--lengths`` runs notebook 18's comparison instead: the two-layer model trained on the same
+kind of task with room for longer copies (``LONG_TASK``: 64 tokens, segments of 4 to 30),
+once with softmax attention and once with linear attention (``attention="linear"``), same
+seeds and settings; then the loss on the second copy of the classic layout for each segment
+length in ``LENGTHS``. Stored: attn_core/data/copy-lengths.npz (the final parameters) and
+copy-lengths-trace.json.
 """
 
 from __future__ import annotations
@@ -52,6 +59,71 @@ TRAIN = dict(steps=2500, batch=32, lr=3e-3, warmup=50, eval_every=50, max_grad_n
              weight_decay=0.0, betas=(0.9, 0.99), dtype="float32")
 EVAL_EVERY = 50
 STORED_STEPS = (0, 100, 200, 300, 400, 500, 600, 700, 800, 1000, 1500, 2000, 2500)
+#: Notebook 18's copy task: longer sequences, longer copies; the rest as TASK.
+LONG_TASK = dict(TASK, n_ctx=64, segment=(4, 30), gap=(0, 4))
+#: The segment lengths of the classic layout measured after training (2 L <= 64).
+LENGTHS = (4, 8, 12, 16, 20, 24, 28, 32)
+ATTENTIONS = ("softmax", "linear")
+LENGTHS_PATH = RUNS_PATH.with_name("copy-lengths.npz")
+LENGTHS_TRACE = RUNS_PATH.with_name("copy-lengths-trace.json")
+#: Sequences per length in the evaluation (seeded by LONG_TASK["eval_seed"] + L).
+LENGTH_BATCH = 128
+
+
+def length_batches():
+    """``{L: (ids, labels)}``: the classic layout, L random tokens then the same again."""
+    from attn_core.induction import repeated_tokens
+    return {L: repeated_tokens(np.random.default_rng(LONG_TASK["eval_seed"] + L), LENGTH_BATCH,
+                               LONG_TASK["vocab_size"], 2 * L, L) for L in LENGTHS}
+
+
+def length_config(attention):
+    return GPTConfig(LONG_TASK["vocab_size"], LONG_TASK["n_ctx"], n_layers=2, **MODEL,
+                     attention=attention)
+
+
+def copy_by_length(params, config, batches):
+    """``{"first": [...], "second": [...]}``: the copies' losses, one per length of LENGTHS."""
+    from attn_core.nn.induction_run import copy_losses
+    pairs = [copy_losses(params, config, *batches[L]) for L in LENGTHS]
+    return {"first": [round(f, 5) for f, _ in pairs], "second": [round(s, 5) for _, s in pairs]}
+
+
+def length_sweep(seeds, steps):
+    """Train softmax and linear models on LONG_TASK; measure the copies by length."""
+    batches = length_batches()
+    runs, arrays, start, cpu0 = [], {}, time.perf_counter(), time.process_time()
+    with threadpool_limits(1):
+        for seed in seeds:
+            for attention in ATTENTIONS:
+                t, c = time.perf_counter(), time.process_time()
+                config = length_config(attention)
+                init = init_gpt(config, np.random.default_rng(seed), std=INIT_STD)
+                val = [sampler(LONG_TASK)(np.random.default_rng(LONG_TASK["eval_seed"] + 1),
+                                          LONG_TASK["eval_batch"])]
+                run = train_gpt(config, None, None, seed=seed, params=init, val=val,
+                                sample=sampler(LONG_TASK), **dict(TRAIN, steps=steps,
+                                                                 eval_every=steps))
+                by_length = copy_by_length(run.params, config, batches)
+                runs.append(dict(seed=seed, attention=attention, **by_length,
+                                 train_losses=[round(x, 4) for x in run.losses.tolist()],
+                                 cpu_seconds=round(time.process_time() - c, 1)))
+                arrays.update({f"s{seed}.{attention}/{k}": v for k, v in run.params.items()})
+                print(f"seed {seed}, {attention}: second-copy loss by length "
+                      f"{by_length['second']} in {time.perf_counter() - t:.0f} s", flush=True)
+    np.savez_compressed(LENGTHS_PATH, **arrays)
+    trace = dict(format_version=1, task={k: list(v) if isinstance(v, tuple) else v
+                                         for k, v in LONG_TASK.items()},
+                 lengths=list(LENGTHS), length_batch=LENGTH_BATCH,
+                 config=dict(vocab_size=LONG_TASK["vocab_size"], n_ctx=LONG_TASK["n_ctx"],
+                             **MODEL, n_layers=2),
+                 init_std=INIT_STD, settings=dict(TRAIN, steps=steps), runs=runs,
+                 commit=git_commit(), seconds=round(time.perf_counter() - start, 1),
+                 cpu_seconds=round(time.process_time() - cpu0, 1), numpy=np.__version__,
+                 cpu=cpu_features())
+    LENGTHS_TRACE.write_text(json.dumps(trace, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {LENGTHS_PATH} and {LENGTHS_TRACE} in {trace['seconds']} s")
+    return 0
 
 
 def measure(params, config, batches):
@@ -89,7 +161,11 @@ def main(argv=None):
     ap.add_argument("--merge", type=Path, nargs="*", default=None,
                     help="merge the files of these folders (runs of other seeds, trained in "
                          "parallel) into --out instead of training")
+    ap.add_argument("--lengths", action="store_true",
+                    help="notebook 18's comparison: softmax vs linear attention by copy length")
     args = ap.parse_args(argv)
+    if args.lengths:
+        return length_sweep(args.seeds, args.steps)
     if args.merge:
         return merge(args.merge, args.out)
     batches = eval_batches()
