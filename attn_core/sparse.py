@@ -392,7 +392,11 @@ def keys_kept(mask):
     """
     m = _check_square_mask(mask)
     n = m.shape[0]
-    rows = np.arange(n)[:, None]
-    last = np.where(m, rows, -1).max(axis=0)  # (n,): the last query that reads each key
     t = np.arange(n)
-    return ((t[None, :] <= t[:, None]) & (last[None, :] >= t[:, None])).sum(axis=1)
+    read = m.any(axis=0)  # (n,): keys some query reads
+    last = np.where(read, n - 1 - m[::-1].argmax(axis=0), t - 1)  # the last query reading
+    # key j is kept after step t iff j <= t <= last[j]; a key nobody reads gets last = j - 1.
+    # last[j] >= j - 1 >= t for every j > t, so the keys dropped by step t are exactly
+    # those with last[j] < t: count them by sorting instead of comparing all (t, j) pairs
+    dropped = np.searchsorted(np.sort(last), t, side="left")  # (n,): #{j : last[j] < t}
+    return (t + 1 - dropped).astype(np.int64)

@@ -27,7 +27,7 @@ __all__ = ["BeyondExplorer", "beyond_explorer"]
 
 METHODS = ("full", "sliding window", "strided", "fixed", "local + global", "BigBird",
            "linear", "latent cache (MLA)")
-NS = tuple(2**k for k in range(4, 12))  # 16 .. 2048
+NS = tuple(2**k for k in range(4, 11))  # 16 .. 1024
 SIZES = (4, 8, 16, 32, 64)
 #: The model whose cost and memory are drawn: Llama 2 7B's attention shape (32 layers, 32
 #: heads of 128, a 16-bit cache); the latent cache uses DeepSeek-V2's widths (d_c 512,
@@ -35,7 +35,7 @@ SIZES = (4, 8, 16, 32, 64)
 LAYERS, HEADS, D_HEAD, DTYPE = 32, 32, 128, "float16"
 D_MODEL = HEADS * D_HEAD
 D_C, D_ROPE = 512, 64
-MAX_TOKENS = NS[-1]
+MAX_TOKENS = 2048
 #: Queries past the last token decoded, so that keys_kept sees who still reads each key.
 HORIZON = 2 * max(SIZES)
 
@@ -88,11 +88,14 @@ def memory_curve(method, size):
 
 
 @functools.lru_cache(maxsize=256)
-def layers_first_to_last(method, n, size, cap=64):
-    """Layers for token 1 to reach token ``n - 1`` (0: more than ``cap``)."""
-    if method in ("full", "linear", "latent cache (MLA)"):
-        return 1
-    return int(hops_from(pattern_mask(method, n, size), 1, max_layers=cap)[-1])
+def pattern_summary(method, n, size, cap=64):
+    """``(picture, cells, hops)`` of one state: the pattern as the figure shows it (block
+    shares past ``figures.beyond_quadratic.DISPLAY``), its cells, and the layers for token 1
+    to reach token ``n - 1`` (0: more than ``cap``)."""
+    mask = pattern_mask(method, n, size)
+    full = method in ("full", "linear", "latent cache (MLA)")
+    hops = 1 if full else int(hops_from(mask, 1, max_layers=cap)[-1])
+    return figures.beyond_quadratic.block_density(mask), int(mask.sum()), hops
 
 
 class BeyondExplorer(Explorer):
@@ -128,13 +131,12 @@ class BeyondExplorer(Explorer):
         key = (method, n, size)
         if key == self._last_key:
             return
-        mask = pattern_mask(method, n, size)
+        picture, cells, hops = pattern_summary(method, n, size)
         full_flops, flops = cost_curve(method, size)
         full_mem, mem = memory_curve(method, size)
         i = NS.index(n)
-        figures.update_beyond_figure(self.art, mask, full_flops, flops, i, full_mem, mem)
-        hops = layers_first_to_last(method, n, size)
-        cells = int(mask.sum())
+        figures.update_beyond_figure(self.art, picture, full_flops, flops, i, full_mem, mem,
+                                     n=n)
         note = " (the weights are never built)" if method == "linear" else ""
         self.readout.value = (
             '<div data-name="beyond" style="font-family:monospace;font-size:13px">'

@@ -51,12 +51,13 @@ class BeyondArtists:
 def block_density(mask, side=DISPLAY):
     """``mask`` as floats, or, when longer than ``side``, the share of allowed cells in each
     of ``side x side`` blocks (``n`` a multiple of ``side``)."""
-    m = np.asarray(mask, dtype=float)
+    m = np.asarray(mask)
     n = m.shape[0]
     if n <= side:
-        return m
+        return m.astype(float)
     f = n // side
-    return m.reshape(side, f, side, f).mean(axis=(1, 3))  # (n, n) -> (side, side)
+    counts = m.reshape(side, f, side, f).sum(axis=(1, 3))  # (n, n) -> (side, side)
+    return counts / float(f * f)
 
 
 def beyond_figure(ns, max_tokens, max_mib, flops_range, fig=None):
@@ -121,14 +122,15 @@ def beyond_figure(ns, max_tokens, max_mib, flops_range, fig=None):
 
 
 def update_beyond_figure(art, mask, flops_full, flops_method, n_index, bytes_full,
-                         bytes_method):
+                         bytes_method, n=None):
     """Show one method at one length, in place.
 
     Parameters
     ----------
     art : BeyondArtists
     mask : (n, n) bool array_like
-        The cells the method computes (shown as block shares past ``DISPLAY``).
+        The cells the method computes (shown as block shares past ``DISPLAY``), or the
+        picture :func:`block_density` made of it (then pass ``n``).
     flops_full, flops_method : (m,) array_like
         FLOPs at each length of the cost panel.
     n_index : int
@@ -140,7 +142,7 @@ def update_beyond_figure(art, mask, flops_full, flops_method, n_index, bytes_ful
     art.pattern.set_data(shown)
     side = shown.shape[0]
     art.pattern.set_extent((-0.5, side - 0.5, side - 0.5, -0.5))
-    n = np.asarray(mask).shape[0]
+    n = np.asarray(mask).shape[0] if n is None else n
     ticks = np.array([0, side / 2, side]) - 0.5  # cell edges: positions 0, n/2 and n
     labels = ["0", f"{n // 2}", f"{n}"]
     art.axes[0].set_xticks(ticks, labels)
