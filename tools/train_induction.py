@@ -13,12 +13,14 @@ Run from the repository root: ``OPENBLAS_NUM_THREADS=1 nice -n 10 python
 tools/train_induction.py`` (about 140 s of CPU in all, single-threaded; 14 minutes
 of wall time on the loaded 2-core machine, seeds run as three processes, then --merge).
 
-``--lengths`` runs notebook 18's comparison instead: the two-layer model trained on the same
-kind of task with room for longer copies (``LONG_TASK``: 64 tokens, segments of 4 to 30),
-once with softmax attention and once with linear attention (``attention="linear"``), same
-seeds and settings; then the loss on the second copy of the classic layout for each segment
-length in ``LENGTHS``. Stored: attn_core/data/copy-lengths.npz (the final parameters) and
-copy-lengths-trace.json.
+``--lengths`` runs notebook 18's comparison instead: the stored two-layer softmax runs (read
+back, not retrained) beside the same model trained with linear attention
+(``attention="linear"``: same seeds, task and settings), both measured by the loss on the
+second copy of the classic layout for each segment length in ``LENGTHS``. Stored:
+attn_core/data/copy-lengths.npz (the linear runs' final parameters) and
+copy-lengths-trace.json. (A first try on 64-token sequences with copies of 4 to 30 tokens
+left the softmax model on the plateau after 2,500 steps: second-copy loss 3.3 of ln 30 =
+3.4; it was stopped.)
 """
 
 from __future__ import annotations
@@ -43,7 +45,6 @@ from attn_core.nn.induction_run import (  # noqa: E402
     TASK,
     TRACE_PATH,
     eval_batches,
-    measures,
     sampler,
 )
 from attn_core.nn.train import train_gpt  # noqa: E402
@@ -59,27 +60,19 @@ TRAIN = dict(steps=2500, batch=32, lr=3e-3, warmup=50, eval_every=50, max_grad_n
              weight_decay=0.0, betas=(0.9, 0.99), dtype="float32")
 EVAL_EVERY = 50
 STORED_STEPS = (0, 100, 200, 300, 400, 500, 600, 700, 800, 1000, 1500, 2000, 2500)
-#: Notebook 18's copy task: longer sequences, longer copies; the rest as TASK.
-LONG_TASK = dict(TASK, n_ctx=64, segment=(4, 30), gap=(0, 4))
-#: The segment lengths of the classic layout measured after training (2 L <= 64).
-LENGTHS = (4, 8, 12, 16, 20, 24, 28, 32)
-ATTENTIONS = ("softmax", "linear")
+#: Notebook 18: the segment lengths of the classic layout measured (2 L <= n_ctx = 32).
+LENGTHS = (4, 6, 8, 10, 12, 14, 16)
 LENGTHS_PATH = RUNS_PATH.with_name("copy-lengths.npz")
 LENGTHS_TRACE = RUNS_PATH.with_name("copy-lengths-trace.json")
-#: Sequences per length in the evaluation (seeded by LONG_TASK["eval_seed"] + L).
+#: Sequences per length in the evaluation (seeded by TASK["eval_seed"] + L).
 LENGTH_BATCH = 128
 
 
 def length_batches():
     """``{L: (ids, labels)}``: the classic layout, L random tokens then the same again."""
     from attn_core.induction import repeated_tokens
-    return {L: repeated_tokens(np.random.default_rng(LONG_TASK["eval_seed"] + L), LENGTH_BATCH,
-                               LONG_TASK["vocab_size"], 2 * L, L) for L in LENGTHS}
-
-
-def length_config(attention):
-    return GPTConfig(LONG_TASK["vocab_size"], LONG_TASK["n_ctx"], n_layers=2, **MODEL,
-                     attention=attention)
+    return {L: repeated_tokens(np.random.default_rng(TASK["eval_seed"] + L), LENGTH_BATCH,
+                               TASK["vocab_size"], 2 * L, L) for L in LENGTHS}
 
 
 def copy_by_length(params, config, batches):
@@ -90,33 +83,39 @@ def copy_by_length(params, config, batches):
 
 
 def length_sweep(seeds, steps):
-    """Train softmax and linear models on LONG_TASK; measure the copies by length."""
+    """Notebook 18: the two-layer model of the stored runs (softmax, read back) beside the
+    same model trained with linear attention (same seed, task and settings), measured on
+    the copy task by segment length."""
+    from attn_core.nn.induction_run import load_runs
+    stored = load_runs()
     batches = length_batches()
     runs, arrays, start, cpu0 = [], {}, time.perf_counter(), time.process_time()
     with threadpool_limits(1):
         for seed in seeds:
-            for attention in ATTENTIONS:
-                t, c = time.perf_counter(), time.process_time()
-                config = length_config(attention)
-                init = init_gpt(config, np.random.default_rng(seed), std=INIT_STD)
-                val = [sampler(LONG_TASK)(np.random.default_rng(LONG_TASK["eval_seed"] + 1),
-                                          LONG_TASK["eval_batch"])]
-                run = train_gpt(config, None, None, seed=seed, params=init, val=val,
-                                sample=sampler(LONG_TASK), **dict(TRAIN, steps=steps,
-                                                                 eval_every=steps))
-                by_length = copy_by_length(run.params, config, batches)
-                runs.append(dict(seed=seed, attention=attention, **by_length,
-                                 train_losses=[round(x, 4) for x in run.losses.tolist()],
-                                 cpu_seconds=round(time.process_time() - c, 1)))
-                arrays.update({f"s{seed}.{attention}/{k}": v for k, v in run.params.items()})
-                print(f"seed {seed}, {attention}: second-copy loss by length "
-                      f"{by_length['second']} in {time.perf_counter() - t:.0f} s", flush=True)
+            soft_config = stored.config(2)
+            soft = copy_by_length(stored.params(seed, 2, TRAIN["steps"]), soft_config, batches)
+            runs.append(dict(seed=seed, attention="softmax", source="induction-snapshots.npz",
+                             **soft))
+            t, c = time.perf_counter(), time.process_time()
+            config = GPTConfig(TASK["vocab_size"], TASK["n_ctx"], n_layers=2, **MODEL,
+                               attention="linear")
+            init = init_gpt(config, np.random.default_rng(seed), std=INIT_STD)
+            val = [sampler()(np.random.default_rng(TASK["eval_seed"] + 1), TASK["eval_batch"])]
+            run = train_gpt(config, None, None, seed=seed, params=init, val=val,
+                            sample=sampler(), **dict(TRAIN, steps=steps, eval_every=steps))
+            lin = copy_by_length(run.params, config, batches)
+            runs.append(dict(seed=seed, attention="linear", **lin,
+                             train_losses=[round(x, 4) for x in run.losses.tolist()],
+                             cpu_seconds=round(time.process_time() - c, 1)))
+            arrays.update({f"s{seed}.linear/{k}": v for k, v in run.params.items()})
+            print(f"seed {seed}: second-copy loss by length, softmax {soft['second']}, "
+                  f"linear {lin['second']} ({time.perf_counter() - t:.0f} s)", flush=True)
     np.savez_compressed(LENGTHS_PATH, **arrays)
     trace = dict(format_version=1, task={k: list(v) if isinstance(v, tuple) else v
-                                         for k, v in LONG_TASK.items()},
+                                         for k, v in TASK.items()},
                  lengths=list(LENGTHS), length_batch=LENGTH_BATCH,
-                 config=dict(vocab_size=LONG_TASK["vocab_size"], n_ctx=LONG_TASK["n_ctx"],
-                             **MODEL, n_layers=2),
+                 config=dict(vocab_size=TASK["vocab_size"], n_ctx=TASK["n_ctx"], **MODEL,
+                             n_layers=2),
                  init_std=INIT_STD, settings=dict(TRAIN, steps=steps), runs=runs,
                  commit=git_commit(), seconds=round(time.perf_counter() - start, 1),
                  cpu_seconds=round(time.process_time() - cpu0, 1), numpy=np.__version__,
@@ -124,33 +123,6 @@ def length_sweep(seeds, steps):
     LENGTHS_TRACE.write_text(json.dumps(trace, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {LENGTHS_PATH} and {LENGTHS_TRACE} in {trace['seconds']} s")
     return 0
-
-
-def measure(params, config, batches):
-    """The trace's numbers for one snapshot (one forward pass)."""
-    m = measures(params, config, *batches["repeat"])
-    return dict(first=m["first"], second=m["second"], icl=m["icl"], prev=m["prev"].tolist(),
-                induction=m["induction"].tolist())
-
-
-def one_run(seed, layers, steps, batches):
-    config = GPTConfig(TASK["vocab_size"], TASK["n_ctx"], n_layers=layers, **MODEL)
-    init = init_gpt(config, np.random.default_rng(seed), std=INIT_STD)
-    every = range(0, steps + 1, EVAL_EVERY)
-    val = [sampler()(np.random.default_rng(TASK["eval_seed"] + 1), TASK["eval_batch"])]
-    run = train_gpt(config, None, None, seed=seed, params=init, sample=sampler(), val=val,
-                    snapshot_steps=every, **dict(TRAIN, steps=steps))
-    points = {step: measure(p, config, batches) for step, p in run.snapshots.items()}
-    keep = [s for s in STORED_STEPS if s <= steps] if (seed, layers) == (0, 2) else []
-    keep = sorted(set(keep) | {steps})
-    record = dict(seed=seed, n_layers=layers, eval_steps=sorted(points),
-                  **{k: [points[s][k] for s in sorted(points)] for k in
-                     ("first", "second", "icl", "prev", "induction")},
-                  train_losses=[round(x, 4) for x in run.losses.tolist()],
-                  snapshot_steps=keep)
-    arrays = {f"s{seed}.l{layers}.t{s}/{k}": v for s in keep
-              for k, v in run.snapshots[s].items()}
-    return record, arrays, run.settings
 
 
 def main(argv=None):
