@@ -25,9 +25,9 @@ import pytest
 import attn_core.checks.induction as induction
 from attn_core import checks, examples
 from attn_core.attention import attention, scores
+from attn_core.checks import beyond as beyond18
 from attn_core.checks import cost, decoding, gpt, learning, practice, pretrained
 from attn_core.checks import practice_positions as positions08b
-from attn_core.checks import beyond as beyond18
 from attn_core.checks import todays_attention as today16
 from attn_core.flash import flash_attention_steps
 from attn_core.masks import causal_mask, padding_mask, window_mask

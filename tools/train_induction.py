@@ -45,6 +45,7 @@ from attn_core.nn.induction_run import (  # noqa: E402
     TASK,
     TRACE_PATH,
     eval_batches,
+    measures,
     sampler,
 )
 from attn_core.nn.train import train_gpt  # noqa: E402
@@ -60,6 +61,33 @@ TRAIN = dict(steps=2500, batch=32, lr=3e-3, warmup=50, eval_every=50, max_grad_n
              weight_decay=0.0, betas=(0.9, 0.99), dtype="float32")
 EVAL_EVERY = 50
 STORED_STEPS = (0, 100, 200, 300, 400, 500, 600, 700, 800, 1000, 1500, 2000, 2500)
+def measure(params, config, batches):
+    """The trace's numbers for one snapshot (one forward pass)."""
+    m = measures(params, config, *batches["repeat"])
+    return dict(first=m["first"], second=m["second"], icl=m["icl"], prev=m["prev"].tolist(),
+                induction=m["induction"].tolist())
+
+
+def one_run(seed, layers, steps, batches):
+    config = GPTConfig(TASK["vocab_size"], TASK["n_ctx"], n_layers=layers, **MODEL)
+    init = init_gpt(config, np.random.default_rng(seed), std=INIT_STD)
+    every = range(0, steps + 1, EVAL_EVERY)
+    val = [sampler()(np.random.default_rng(TASK["eval_seed"] + 1), TASK["eval_batch"])]
+    run = train_gpt(config, None, None, seed=seed, params=init, sample=sampler(), val=val,
+                    snapshot_steps=every, **dict(TRAIN, steps=steps))
+    points = {step: measure(p, config, batches) for step, p in run.snapshots.items()}
+    keep = [s for s in STORED_STEPS if s <= steps] if (seed, layers) == (0, 2) else []
+    keep = sorted(set(keep) | {steps})
+    record = dict(seed=seed, n_layers=layers, eval_steps=sorted(points),
+                  **{k: [points[s][k] for s in sorted(points)] for k in
+                     ("first", "second", "icl", "prev", "induction")},
+                  train_losses=[round(x, 4) for x in run.losses.tolist()],
+                  snapshot_steps=keep)
+    arrays = {f"s{seed}.l{layers}.t{s}/{k}": v for s in keep
+              for k, v in run.snapshots[s].items()}
+    return record, arrays, run.settings
+
+
 #: Notebook 18: the segment lengths of the classic layout measured (2 L <= n_ctx = 32).
 LENGTHS = (4, 6, 8, 10, 12, 14, 16)
 LENGTHS_PATH = RUNS_PATH.with_name("copy-lengths.npz")
