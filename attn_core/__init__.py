@@ -12,6 +12,12 @@ The maths modules are pure numpy and never print or plot:
 * :mod:`attn_core.cost`      -- cells, FLOPs, bytes and timing of attention
 * :mod:`attn_core.decoding`  -- causal attention one token at a time with a key/value cache
 * :mod:`attn_core.positions` -- sinusoidal encodings, rotary embeddings (RoPE), ALiBi's bias
+* :mod:`attn_core.linear_attention` -- attention with a feature map: quadratic, linear and
+  recurrent forms, decoding with a fixed-size state
+* :mod:`attn_core.sparse`    -- strided, fixed, local + global and BigBird patterns; block-sparse
+  attention; how many layers connect two positions
+* :mod:`attn_core.latent`    -- multi-head latent attention (MLA) and its latent cache
+* :mod:`attn_core.cost_beyond` -- their FLOPs and memory, counted as ``cost`` counts
 * :mod:`attn_core.examples`  -- the article's inputs and seeded random inputs
 * :mod:`attn_core.errata`    -- the article's printed numbers beside the computed ones
 

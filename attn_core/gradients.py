@@ -16,6 +16,7 @@ import numpy as np
 
 from ._validate import as_float_array, check_scale
 from .attention import _check_qk, attention
+from .linear_attention import linear_weights_backward
 from .multihead import _check_inputs, _merge, _multi_head_parts, _split, repeat_kv
 
 
@@ -208,9 +209,11 @@ def multi_head_attention_backward(x, w_q, w_k, w_v, w_o, h, grad_out, mask=None,
     return _multi_head_backward_parts(x, ws, h, parts, p, grad_out, n_kv_heads)
 
 
-def _multi_head_backward_parts(x, ws, h, parts, p, grad_out, n_kv_heads=None):
+def _multi_head_backward_parts(x, ws, h, parts, p, grad_out, n_kv_heads=None,
+                               kind="softmax"):
     """The backward of multi-head attention from the forward's ``parts = (q, k, v, merged)``
-    and weights ``p`` (as ``multihead._multi_head_parts`` returns them), unchecked."""
+    and weights ``p`` (as ``multihead._multi_head_parts`` returns them), unchecked;
+    ``kind="linear"`` for linear attention's weights (``linear_weights_backward``)."""
     (w_q, w_k, w_v, w_o), (q, k, v, merged) = ws, parts
     groups = h // (h if n_kv_heads is None else n_kv_heads)
     k, v = repeat_kv(k, groups), repeat_kv(v, groups)  # (..., h, n, d_head)
@@ -218,10 +221,14 @@ def _multi_head_backward_parts(x, ws, h, parts, p, grad_out, n_kv_heads=None):
     grad_merged = grad_out @ w_o.T  # (..., n, d_out) @ (d_out, h * d_v) -> (..., n, h * d_v)
     grad_heads = _split(grad_merged, h)  # (..., h, n, d_v)
     grad_v = p.swapaxes(-1, -2) @ grad_heads  # (..., h, n, n) @ (..., h, n, d_v)
-    grad_s = _softmax_backward(p, grad_heads @ v.swapaxes(-1, -2))  # (..., h, n, n)
-    dtype = grad_s.dtype.type
-    grad_q = (grad_s @ k) * dtype(scale)  # (..., h, n, n) @ (..., h, n, d_k) -> (..., h, n, d_k)
-    grad_k = (grad_s.swapaxes(-1, -2) @ q) * dtype(scale)  # (..., h, n, d_k)
+    grad_p = grad_heads @ v.swapaxes(-1, -2)  # (..., h, n, d_v) @ (..., h, d_v, n)
+    if kind == "linear":
+        grad_q, grad_k = linear_weights_backward(q, k, p, grad_p)  # (..., h, n, d_k) each
+    else:
+        grad_s = _softmax_backward(p, grad_p)  # (..., h, n, n)
+        dtype = grad_s.dtype.type
+        grad_q = (grad_s @ k) * dtype(scale)  # (..., h, n, n) @ (..., h, n, d_k)
+        grad_k = (grad_s.swapaxes(-1, -2) @ q) * dtype(scale)  # (..., h, n, d_k)
     grad_k, grad_v = _sum_groups(grad_k, groups), _sum_groups(grad_v, groups)
     grads = {"w_o": _weight_grad(merged, grad_out), "b_o": _bias_grad(grad_out)}
     x_full = np.broadcast_to(x, (*merged.shape[:-1], x.shape[-1]))  # (..., n, d_model)

@@ -18,6 +18,7 @@ from ._validate import (
     to_common_dtype,
 )
 from .attention import MASKED_SCORE, _scores
+from .linear_attention import _linear_weights
 from .softmax import softmax_inplace
 
 
@@ -257,7 +258,8 @@ def _check_value_mask(value_mask, h, n):
     return vm
 
 
-def _multi_head_parts(x, ws, h, mask, bs, n_kv_heads=None, edit_qkv=None, value_mask=None):
+def _multi_head_parts(x, ws, h, mask, bs, n_kv_heads=None, edit_qkv=None, value_mask=None,
+                      kind="softmax"):
     """:func:`multi_head_attention` on checked inputs (``ws = (w_q, w_k, w_v, w_o)``,
     ``bs`` the four biases): ``(out, weights, (q, k, v, merged))``, the last for a backward
     pass that reuses the forward's work (``gradients._multi_head_backward_parts``); ``k`` and
@@ -265,7 +267,11 @@ def _multi_head_parts(x, ws, h, mask, bs, n_kv_heads=None, edit_qkv=None, value_
 
     ``edit_qkv``, optional, is a function ``(q, k, v) -> (q, k, v)`` applied to the split
     heads ``(..., h or n_kv, n, d_head)`` before the scores: a decoder block's rotary
-    positions (:func:`attn_core.rope`) and interventions on value vectors go in there."""
+    positions (:func:`attn_core.rope`) go in there. ``value_mask`` (..., h, n) bool, False where
+    a key's value vector is zeroed in a head (its weight kept).
+
+    ``kind="linear"`` replaces each head's softmax by linear attention's normalised
+    ``phi(q) . phi(k)`` (:mod:`attn_core.linear_attention`, quadratic form, under ``mask``)."""
     n_kv = h if n_kv_heads is None else n_kv_heads
     (w_q, w_k, w_v, w_o), (b_q, b_k, b_v, b_o) = ws, bs
     q, k, v = (_affine(x, w, b, f"x @ w_{name} (the {what} projection)")
@@ -277,6 +283,22 @@ def _multi_head_parts(x, ws, h, mask, bs, n_kv_heads=None, edit_qkv=None, value_
     k_rep, v_rep = repeat_kv(k, h // n_kv), repeat_kv(v, h // n_kv)  # (..., h, n, d_head)
     if value_mask is not None:  # zero chosen values per query head; the weights stay
         v_rep = v_rep * _check_value_mask(value_mask, h, x.shape[-2])[..., None]
+    if kind == "linear":
+        weights = _linear_weights(q, k_rep, True if mask is None else check_mask(
+            mask, (*np.broadcast_shapes(q.shape[:-2], k_rep.shape[:-2]), q.shape[-2],
+                   k_rep.shape[-2])))  # (..., h, n, n)
+    else:
+        weights = _softmax_weights(q, k_rep, mask)
+    with checked_later():
+        heads = weights @ v_rep  # (..., h, n, n) @ (..., h, n, d_v) -> (..., h, n, d_v)
+    check_result(heads, "the heads (weights @ v)")
+    merged = _merge(heads)  # (..., h, n, d_v) -> (..., n, h * d_v)
+    out = _affine(merged, w_o, b_o, "heads @ w_o (the output projection)")
+    return out, weights, (q, k, v, merged)
+
+
+def _softmax_weights(q, k_rep, mask):
+    """Each head's softmax weights of the scaled scores, ``mask`` applied (``-inf``)."""
     s = _scores(q, k_rep, 1.0 / np.sqrt(q.shape[-1]))  # (..., h, n, n)
     allowed = True
     if mask is not None:
@@ -287,13 +309,7 @@ def _multi_head_parts(x, ws, h, mask, bs, n_kv_heads=None, edit_qkv=None, value_
             s = np.where(allowed, s, s.dtype.type(MASKED_SCORE))
     # an inf/NaN score, or a row of allowed scores that all overflowed to -inf, raises here;
     # s is a fresh array (the scores), so the softmax may overwrite it
-    weights = softmax_inplace(s, axis=-1, allowed=allowed)
-    with checked_later():
-        heads = weights @ v_rep  # (..., h, n, n) @ (..., h, n, d_v) -> (..., h, n, d_v)
-    check_result(heads, "the heads (weights @ v)")
-    merged = _merge(heads)  # (..., h, n, d_v) -> (..., n, h * d_v)
-    out = _affine(merged, w_o, b_o, "heads @ w_o (the output projection)")
-    return out, weights, (q, k, v, merged)
+    return softmax_inplace(s, axis=-1, allowed=allowed)
 
 
 def _check_inputs(x, w_q, w_k, w_v, w_o, h, biases, n_kv_heads=None):

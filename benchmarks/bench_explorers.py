@@ -132,6 +132,8 @@ def setups():
     ex = explorers.induction_explorer()
     yield "induction_explorer", ex, {"step": ex.controls["step"],
                                      "ablation": ex.controls["ablation"]}
+    ex = explorers.beyond_explorer()
+    yield "beyond_explorer", ex, {name: ex.controls[name] for name in ("method", "n", "size")}
 
 
 def time_control(explorer, widget):

@@ -91,6 +91,8 @@ EXPLORERS = {
     "15-induction-heads.ipynb": [Explorer("induction_explorer(", ("training step",
                                                                   "ablation"))],
     "16-todays-attention.ipynb": [Explorer("kv_cache_explorer()", ("window", "key/value heads"))],
+    "18-beyond-quadratic.ipynb": [Explorer("beyond_explorer()", ("sequence length n",
+                                                                 "window / stride / block"))],
 }
 #: Key presses per slider (alternating direction at the ends): enough for a median and p95.
 PRESSES = 5

@@ -25,6 +25,7 @@ import pytest
 import attn_core.checks.induction as induction
 from attn_core import checks, examples
 from attn_core.attention import attention, scores
+from attn_core.checks import beyond as beyond18
 from attn_core.checks import cost, decoding, gpt, learning, practice, pretrained
 from attn_core.checks import practice_positions as positions08b
 from attn_core.checks import todays_attention as today16
@@ -736,6 +737,37 @@ MISCONCEPTIONS = {
         ("nothing repeated", lambda: today16.check_repeat_kv(lambda k, groups: k),
          ["nothing is repeated"]),
     ],
+    # 18 · beyond the quadratic
+    "check_linear_recurrence": [
+        ("the state read before the token is folded in",
+         lambda: beyond18.check_linear_recurrence(beyond18._exclusive), ["see itself"]),
+        ("every key seen", lambda: beyond18.check_linear_recurrence(
+            lambda q, k, v: beyond18.linear_attention(q, k, v)), ["every key"]),
+        ("no normaliser", lambda: beyond18.check_linear_recurrence(beyond18._unnormalised),
+         ["normaliser"]),
+        ("no feature map", lambda: beyond18.check_linear_recurrence(beyond18._no_feature_map),
+         ["feature map"]),
+    ],
+    "check_mla_cache_bytes": [
+        ("the multi-head cache", lambda: beyond18.check_mla_cache_bytes(
+            2 * 60 * 128 * 128 * 4096 * 2, **EX18), ["multi-head"]),
+        ("the latent counted for keys and values", lambda: beyond18.check_mla_cache_bytes(
+            2 * 60 * 576 * 4096 * 2, **EX18), ["stored once"]),
+        ("the RoPE key left out", lambda: beyond18.check_mla_cache_bytes(
+            60 * 512 * 4096 * 2, **EX18), ["rotary key part"]),
+        ("a latent per head", lambda: beyond18.check_mla_cache_bytes(
+            60 * 128 * 576 * 4096 * 2, **EX18), ["not per head"]),
+        ("numbers, not bytes", lambda: beyond18.check_mla_cache_bytes(
+            60 * 576 * 4096, **EX18), ["counts numbers"]),
+    ],
+    "check_layers_to_connect": [
+        ("one layer", lambda: beyond18.check_layers_to_connect(1, "strided", 8, 60, 3),
+         ["not enough"]),
+        ("the window's count for the strided pattern",
+         lambda: beyond18.check_layers_to_connect(9, "strided", 8, 60, 3), ["window"]),
+        ("one stride per layer", lambda: beyond18.check_layers_to_connect(
+            8, "strided", 8, 60, 3), ["mix"]),
+    ],
 }
 
 #: Notebook 13's exercises 1 and 2: the model's shape and its cache's number type.
@@ -744,6 +776,8 @@ EX13 = dict(n=8192, layers=40, heads=40, d_head=128, dtype="float32")
 EX13B = dict(budget_bytes=20 * 2**30, layers=40, heads=40, d_head=128, dtype="float32")
 #: Notebook 16's exercise 1: Llama 2 70B's shape, 16-bit numbers.
 EX16 = dict(n=4096, layers=80, n_heads=64, n_kv_heads=8, d_head=128)
+#: Notebook 18's exercise 2: DeepSeek-V2's shape, 16-bit numbers.
+EX18 = dict(n=4096, layers=60, n_heads=128, d_head=128, d_c=512, d_rope=64)
 #: Notebook 09's exercise 3: the seed of its inputs (both rows peak in different tiles).
 SEED09 = 35
 

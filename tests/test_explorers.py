@@ -50,6 +50,7 @@ FIGURE_KEYS = {
     "CostExplorer": ("curve", "marker", "timed_points", "time_marker_visible"),
     "TilingExplorer": ("tile", "running_max", "running_sum", "partial", "final", "scores"),
     "KVCacheExplorer": ("sharing", "pattern", "curves"),
+    "BeyondExplorer": ("pattern", "cost", "memory"),
 }
 
 
@@ -76,7 +77,8 @@ def _png_ok(data):
 # --- shared behaviour -------------------------------------------------------------------
 
 FACTORIES = ["worked_example_lab", "scaling_explorer", "softmax_explorer", "mask_explorer",
-             "heads_explorer", "cost_explorer", "tiling_explorer", "kv_cache_explorer"]
+             "heads_explorer", "cost_explorer", "tiling_explorer", "kv_cache_explorer",
+             "beyond_explorer"]
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +131,9 @@ def test_colour_maps_are_colour_blind_safe(built):
                     assert isinstance(cmap, ListedColormap)
                     assert {to_hex(c) for c in cmap.colors} - {to_hex(figures.SINK_COLOR)} == {
                         to_hex(figures.MASKED_FACE_COLOR), to_hex(figures.ALLOWED_COLOR)}
+                elif cmap.name == "allowed_share":  # beyond_quadratic: grey to the same blue
+                    assert [to_hex(cmap(x)) for x in (0.0, 1.0)] == [
+                        to_hex(figures.MASKED_FACE_COLOR), to_hex(figures.ALLOWED_COLOR)]
                 else:
                     seen.add(cmap.name.removesuffix("_r"))
     assert seen <= {"viridis", "cividis"}, seen

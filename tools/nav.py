@@ -76,6 +76,9 @@ COURSE = [
      "Two heads that divide a job, grown from scratch in a two-layer model, tested by ablation."),
     ("16-todays-attention.ipynb", "Attention in today's models",
      "Grouped-query heads, a rolling sliding-window cache, attention sinks, measured."),
+    # 17-a-real-llm.ipynb goes here (another branch); the lead fixes the final order
+    ("18-beyond-quadratic.ipynb", "Beyond the quadratic",
+     "Linear attention, sparse patterns and latent (MLA) caches: computed, counted, measured."),
     ("appendix-errata.ipynb", "Appendix: the article's numbers, traced",
      "Where the article's wrong printed matrices come from, route by route, in one place."),
 ]

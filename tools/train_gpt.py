@@ -12,7 +12,10 @@ time, numpy's version and the CPU's features, so ``tests/test_gpt_trace.py`` can
 the first steps and compare.
 
 Run from the repository root: ``python tools/train_gpt.py`` (about 3-6 minutes on one core).
-``--steps N`` shortens it (for a try; do not commit such a run).
+``--steps N`` shortens it (for a try; do not commit such a run). ``--attention linear``
+trains the same model, with the same settings, seed and data, with linear attention in every
+head (notebook 18) and stores it beside the first: ``gpt-linear-checkpoint.npz`` and
+``gpt-linear-trace.json``.
 """
 
 from __future__ import annotations
@@ -82,8 +85,19 @@ def data():
     return vocab, train_ids, val_ids
 
 
-def config_for(vocab):
-    return GPTConfig(vocab_size=len(vocab), **MODEL)
+def config_for(vocab, attention="softmax"):
+    return GPTConfig(vocab_size=len(vocab), **MODEL, attention=attention)
+
+
+def paths_for(attention, out_dir=None):
+    """The checkpoint and trace paths of a run: 14's for softmax, ``gpt-linear-*`` beside."""
+    ck, trace = CHECKPOINT_PATH, TRACE_PATH
+    if attention != "softmax":
+        ck = ck.with_name(f"gpt-{attention}-checkpoint.npz")
+        trace = trace.with_name(f"gpt-{attention}-trace.json")
+    if out_dir is not None:
+        ck, trace = out_dir / ck.name, out_dir / trace.name
+    return ck, trace
 
 
 def main(argv=None):
@@ -91,9 +105,11 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=TRAIN["steps"])
     ap.add_argument("--out", type=Path, default=None, help="folder for the two files "
                     "(default attn_core/data/)")
+    ap.add_argument("--attention", choices=("softmax", "linear"), default="softmax",
+                    help="each head's weights: the softmax (14's run) or linear attention")
     args = ap.parse_args(argv)
     vocab, train_ids, val_ids = data()
-    config = config_for(vocab)
+    config = config_for(vocab, args.attention)
     train = dict(TRAIN, steps=args.steps)
     uni = unigram_loss(train_ids, val_ids, len(vocab))
     bi = bigram_loss(train_ids, val_ids, len(vocab))
@@ -121,12 +137,11 @@ def main(argv=None):
                 cpu_seconds=round(cpu_seconds, 1), machine_load=load.summary(),
                 others_share=round(load.others, 3), numpy=np.__version__,
                 val_loss=float(run.val_losses[-1]), val_loss_text=val_text)
-    out_dir = args.out
-    ck_path = CHECKPOINT_PATH if out_dir is None else out_dir / CHECKPOINT_PATH.name
-    trace_path = TRACE_PATH if out_dir is None else out_dir / TRACE_PATH.name
+    ck_path, trace_path = paths_for(args.attention, args.out)
     save_checkpoint(ck_path, run.params, config, vocab, meta)
+    attention = {} if args.attention == "softmax" else {"attention": args.attention}
     trace = dict(meta, format_version=1, config=dict(vocab_size=config.vocab_size, **MODEL,
-                                                     d_ff=config.d_ff),
+                                                     d_ff=config.d_ff, **attention),
                  losses=run.losses.tolist(), val_losses=run.val_losses.tolist(),
                  eval_steps=run.eval_steps.tolist(), grad_norms=run.grad_norms.tolist(),
                  lrs=run.lrs.tolist(), unigram_loss=uni, bigram_loss=bi,

@@ -12,6 +12,15 @@ run; ``tests/test_induction_trace.py`` re-evaluates them against the trace.
 Run from the repository root: ``OPENBLAS_NUM_THREADS=1 nice -n 10 python
 tools/train_induction.py`` (about 140 s of CPU in all, single-threaded; 14 minutes
 of wall time on the loaded 2-core machine, seeds run as three processes, then --merge).
+
+``--lengths`` runs notebook 18's comparison instead: the stored two-layer softmax runs (read
+back, not retrained) beside the same model trained with linear attention
+(``attention="linear"``: same seeds, task and settings), both measured by the loss on the
+second copy of the classic layout for each segment length in ``LENGTHS``. Stored:
+attn_core/data/copy-lengths.npz (the linear runs' final parameters) and
+copy-lengths-trace.json. (A first try on 64-token sequences with copies of 4 to 30 tokens
+left the softmax model on the plateau after 2,500 steps: second-copy loss 3.3 of ln 30 =
+3.4; it was stopped.)
 """
 
 from __future__ import annotations
@@ -52,8 +61,6 @@ TRAIN = dict(steps=2500, batch=32, lr=3e-3, warmup=50, eval_every=50, max_grad_n
              weight_decay=0.0, betas=(0.9, 0.99), dtype="float32")
 EVAL_EVERY = 50
 STORED_STEPS = (0, 100, 200, 300, 400, 500, 600, 700, 800, 1000, 1500, 2000, 2500)
-
-
 def measure(params, config, batches):
     """The trace's numbers for one snapshot (one forward pass)."""
     m = measures(params, config, *batches["repeat"])
@@ -81,6 +88,71 @@ def one_run(seed, layers, steps, batches):
     return record, arrays, run.settings
 
 
+#: Notebook 18: the segment lengths of the classic layout measured (2 L <= n_ctx = 32).
+LENGTHS = (4, 6, 8, 10, 12, 14, 16)
+LENGTHS_PATH = RUNS_PATH.with_name("copy-lengths.npz")
+LENGTHS_TRACE = RUNS_PATH.with_name("copy-lengths-trace.json")
+#: Sequences per length in the evaluation (seeded by TASK["eval_seed"] + L).
+LENGTH_BATCH = 128
+
+
+def length_batches():
+    """``{L: (ids, labels)}``: the classic layout, L random tokens then the same again."""
+    from attn_core.induction import repeated_tokens
+    return {L: repeated_tokens(np.random.default_rng(TASK["eval_seed"] + L), LENGTH_BATCH,
+                               TASK["vocab_size"], 2 * L, L) for L in LENGTHS}
+
+
+def copy_by_length(params, config, batches):
+    """``{"first": [...], "second": [...]}``: the copies' losses, one per length of LENGTHS."""
+    from attn_core.nn.induction_run import copy_losses
+    pairs = [copy_losses(params, config, *batches[L]) for L in LENGTHS]
+    return {"first": [round(f, 5) for f, _ in pairs], "second": [round(s, 5) for _, s in pairs]}
+
+
+def length_sweep(seeds, steps):
+    """Notebook 18: the two-layer model of the stored runs (softmax, read back) beside the
+    same model trained with linear attention (same seed, task and settings), measured on
+    the copy task by segment length."""
+    from attn_core.nn.induction_run import load_runs
+    stored = load_runs()
+    batches = length_batches()
+    runs, arrays, start, cpu0 = [], {}, time.perf_counter(), time.process_time()
+    with threadpool_limits(1):
+        for seed in seeds:
+            soft_config = stored.config(2)
+            soft = copy_by_length(stored.params(seed, 2, TRAIN["steps"]), soft_config, batches)
+            runs.append(dict(seed=seed, attention="softmax", source="induction-snapshots.npz",
+                             **soft))
+            t, c = time.perf_counter(), time.process_time()
+            config = GPTConfig(TASK["vocab_size"], TASK["n_ctx"], n_layers=2, **MODEL,
+                               attention="linear")
+            init = init_gpt(config, np.random.default_rng(seed), std=INIT_STD)
+            val = [sampler()(np.random.default_rng(TASK["eval_seed"] + 1), TASK["eval_batch"])]
+            run = train_gpt(config, None, None, seed=seed, params=init, val=val,
+                            sample=sampler(), **dict(TRAIN, steps=steps, eval_every=steps))
+            lin = copy_by_length(run.params, config, batches)
+            runs.append(dict(seed=seed, attention="linear", **lin,
+                             train_losses=[round(x, 4) for x in run.losses.tolist()],
+                             cpu_seconds=round(time.process_time() - c, 1)))
+            arrays.update({f"s{seed}.linear/{k}": v for k, v in run.params.items()})
+            print(f"seed {seed}: second-copy loss by length, softmax {soft['second']}, "
+                  f"linear {lin['second']} ({time.perf_counter() - t:.0f} s)", flush=True)
+    np.savez_compressed(LENGTHS_PATH, **arrays)
+    trace = dict(format_version=1, task={k: list(v) if isinstance(v, tuple) else v
+                                         for k, v in TASK.items()},
+                 lengths=list(LENGTHS), length_batch=LENGTH_BATCH,
+                 config=dict(vocab_size=TASK["vocab_size"], n_ctx=TASK["n_ctx"], **MODEL,
+                             n_layers=2),
+                 init_std=INIT_STD, settings=dict(TRAIN, steps=steps), runs=runs,
+                 commit=git_commit(), seconds=round(time.perf_counter() - start, 1),
+                 cpu_seconds=round(time.process_time() - cpu0, 1), numpy=np.__version__,
+                 cpu=cpu_features())
+    LENGTHS_TRACE.write_text(json.dumps(trace, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {LENGTHS_PATH} and {LENGTHS_TRACE} in {trace['seconds']} s")
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=TRAIN["steps"])
@@ -89,7 +161,11 @@ def main(argv=None):
     ap.add_argument("--merge", type=Path, nargs="*", default=None,
                     help="merge the files of these folders (runs of other seeds, trained in "
                          "parallel) into --out instead of training")
+    ap.add_argument("--lengths", action="store_true",
+                    help="notebook 18's comparison: softmax vs linear attention by copy length")
     args = ap.parse_args(argv)
+    if args.lengths:
+        return length_sweep(args.seeds, args.steps)
     if args.merge:
         return merge(args.merge, args.out)
     batches = eval_batches()

@@ -18,6 +18,7 @@ module                 explorer
 ``positions``          ``positions_explorer``: the score against the query-key offset, four schemes
 ``kv_cache``           ``kv_cache_explorer``: grouped-query heads, a rolling window, sinks, memory
 ``induction``          ``induction_explorer``: induction heads through training, ablation switch
+``beyond_quadratic``   ``beyond_explorer``: windows, sparse patterns, linear and latent attention
 =====================  ==============================================================
 
 Each explorer's factory and class are re-exported here, so a notebook's Try-it cell is
@@ -30,6 +31,7 @@ needs scipy: about half a second that the other notebooks need not spend).
 """
 
 from .base import Explorer, read_tables
+from .beyond_quadratic import BeyondExplorer, beyond_explorer
 from .cost import CostExplorer, cost_explorer
 from .gpt import GPTExplorer, gpt_explorer
 from .heads import HeadsExplorer, heads_explorer
@@ -44,6 +46,7 @@ from .training import TrainingExplorer, training_explorer
 from .worked_example import WorkedExampleLab, worked_example_lab
 
 __all__ = [
+    "BeyondExplorer",
     "CostExplorer",
     "Explorer",
     "GPTExplorer",
@@ -58,6 +61,7 @@ __all__ = [
     "TilingExplorer",
     "TrainingExplorer",
     "WorkedExampleLab",
+    "beyond_explorer",
     "cost_explorer",
     "gpt_explorer",
     "kv_cache_explorer",

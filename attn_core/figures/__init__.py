@@ -32,6 +32,7 @@ module                 figures
 ``training``           ``loss_curves``, ``attention_through_training``, ``training_figure``
 ``gpt``                the tiny GPT: next-character bars above one head's map
 ``kv_cache``           today's KV cache: head sharing, window + sinks, bytes per token
+``beyond_quadratic``   notebook 18: a method's cells, its cost against n, its memory
 ``induction``          induction heads: both copies' losses, two heads' maps (notebook 15)
 ``alt``                a sentence saying what a figure shows, in the output's metadata
 =====================  ==============================================================
@@ -46,6 +47,7 @@ from . import (
     bars,
     base,
     beyond_length,
+    beyond_quadratic,
     cells,
     gpt,
     head_grids,
@@ -69,6 +71,7 @@ from .alt import *  # noqa: F403
 from .bars import *  # noqa: F403
 from .base import *  # noqa: F403
 from .beyond_length import *  # noqa: F403
+from .beyond_quadratic import *  # noqa: F403
 from .cells import *  # noqa: F403
 from .gpt import *  # noqa: F403
 from .head_grids import *  # noqa: F403
@@ -87,7 +90,8 @@ from .positions import *  # noqa: F403
 from .products import *  # noqa: F403
 from .training import *  # noqa: F403
 
-_MODULES = (alt, bars, base, beyond_length, cells, gpt, head_grids, head_mosaics, heatmaps,
+_MODULES = (alt, bars, base, beyond_length, beyond_quadratic, cells, gpt, head_grids,
+            head_mosaics, heatmaps,
             induction, kv_cache, lines,
             mask_grids, model_axes, model_base, model_every_head, model_head_maps, model_panels,
             model_roles, positions, products, training)

@@ -36,7 +36,7 @@ from .block import (
     block_params,
     block_shapes,
 )
-from .block_options import MLPS, NORMS
+from .block_options import ATTENTIONS, MLPS, NORMS
 from .checkpoint import (
     CHECKPOINT_PATH,
     FORMAT_VERSION,
@@ -142,6 +142,7 @@ __all__ = [
     "GPTRun",
     "Generation",
     "LN_EPS",
+    "ATTENTIONS",
     "MLPS",
     "NORMS",
     "SGD",

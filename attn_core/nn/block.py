@@ -179,7 +179,7 @@ def _block_parts(x, p, o, ablate=None, mask=None, positions=None, zero_values=No
     ws, bs = _attn_args(p)
     attended, weights, attn = _multi_head_parts(ln1, ws, o.n_heads, mask, bs, o.n_kv_heads,
                                                 _edit_qkv(o, positions),
-                                                _value_mask(o, n, zero_values))
+                                                _value_mask(o, n, zero_values), o.attention)
     if ablate:
         attended = _ablated(attended, attn[3], ws[3], o.n_heads, ablate)
     a = x + attended  # (..., n, d)
@@ -197,6 +197,10 @@ def _block_step(x, p, o, kv, ablate=None):
     ``kv.seen`` tokens of the KV cache ``kv`` (..., kv_heads, t, d_head). Returns ``(y,
     weights (..., n_heads, m, t + m), kv)``, ``kv`` with the new keys and values appended
     (a rolling cache takes one token at a time: ``m = 1``)."""
+    if o.attention != "softmax":
+        raise ValueError(f"a KV cache serves softmax attention; attention={o.attention!r} "
+                         "decodes with a fixed-size state (attn_core.linear_attention), or "
+                         "run the block on the whole sequence")
     m = x.shape[-2]
     a = _norm_parts(x, p, "ln1", o)[0]  # (..., m, d_model)
     (w_q, w_k, w_v, w_o), (b_q, b_k, b_v, b_o) = _attn_args(p)
@@ -245,7 +249,7 @@ def _block_backward_parts(p, o, cache, grad_y):
         grads.update(g)
         grad_a = grad_y + grad_a2  # (..., n, d): the residual passes grad_y through
     g = _multi_head_backward_parts(cache["ln1"], cache["attn_w"], o.n_heads, cache["attn"],
-                                   cache["weights"], grad_a, o.n_kv_heads)
+                                   cache["weights"], grad_a, o.n_kv_heads, o.attention)
     grads.update({f"attn.{k}": v for k, v in g.items() if k != "x" and f"attn.{k}" in p})
     grad_x1, g = _norm_backward(cache, "ln1", p, o, g["x"])
     grads.update(g)

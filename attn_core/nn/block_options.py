@@ -12,7 +12,13 @@ option          tiny GPT (14)              SmolLM2 (17)
 ``rope_base``   None (learned positions)   100000.0 (rotary positions, adjacent pairs)
 ``n_kv_heads``  None (= ``n_heads``)       3 key/value heads for 9 query heads
 ``bias``        True                       False
+``attention``   ``"softmax"``              ``"softmax"``
 ==============  =========================  ==================================================
+
+``attention="linear"`` (notebook 18) replaces each head's softmax by linear attention's
+normalised ``phi(q) . phi(k)`` (Katharopoulos et al. 2020; :mod:`attn_core.linear_attention`),
+computed in its quadratic form under the causal mask, so the same backward serves; such a
+block has no KV-cache step (linear attention decodes with a fixed-size state instead).
 
 A block's parameters sit in a dict under short names (the model's ``"h{i}."`` prefix taken
 off): ``ln1.g`` (and ``ln1.b`` for layer norm), ``attn.w_q`` (d_model, n_heads d_head),
@@ -34,7 +40,8 @@ from ..multihead import _check_kv_heads
 from ..positions import PAIRINGS
 from .layer_norm import check_eps
 
-__all__ = ["ATTN_KEYS", "BLOCK_KEYS", "MLPS", "NORMS", "BlockOptions", "block_shapes"]
+__all__ = ["ATTENTIONS", "ATTN_KEYS", "BLOCK_KEYS", "MLPS", "NORMS", "BlockOptions",
+           "block_shapes"]
 
 #: The names of a GPT-2 block's parameters (the GPT's are ``f"h{i}." + name``).
 BLOCK_KEYS = ("ln1.g", "ln1.b", "attn.w_q", "attn.w_k", "attn.w_v", "attn.w_o", "attn.b_q",
@@ -46,6 +53,8 @@ ATTN_KEYS = BLOCK_KEYS[:10]
 NORMS = ("layer", "rms")
 #: The feed-forward networks: GELU MLP (GPT-2), SwiGLU (Llama), or None (attention-only).
 MLPS = ("gelu", "swiglu", None)
+#: What turns scores into weights: the softmax, or linear attention's feature map (elu + 1).
+ATTENTIONS = ("softmax", "linear")
 
 
 @dataclass(frozen=True)
@@ -62,6 +71,7 @@ class BlockOptions:
     pairing : "interleaved" or "halves" -- which features RoPE turns together
     bias : bool -- the attention projections have biases (a GELU MLP always has them)
     eps : float -- the norms' eps
+    attention : "softmax" or "linear" -- each head's weights (see the module's docstring)
 
     Examples
     --------
@@ -77,6 +87,7 @@ class BlockOptions:
     pairing: str = "interleaved"
     bias: bool = True
     eps: float = 1e-5
+    attention: str = "softmax"
 
     def __post_init__(self):
         h = check_positive_int(self.n_heads, "n_heads")
@@ -98,6 +109,7 @@ class BlockOptions:
         if self.mlp == "gelu" and not self.bias:
             raise ValueError("the GELU MLP has biases: bias=False goes with mlp='swiglu' or None")
         object.__setattr__(self, "eps", check_eps(self.eps))
+        check_option(self.attention, "attention", ATTENTIONS)
 
     @property
     def kv_heads(self):

@@ -19,6 +19,7 @@ import numpy as np
 from .._validate import (
     as_float_array,
     check_float_dtype,
+    check_option,
     check_positive_int,
     check_result,
     checked_later,
@@ -33,6 +34,7 @@ from .block import (
     block_shapes,
     check_shaped,
 )
+from .block_options import ATTENTIONS
 from .decoder import decoder_forward
 from .embeddings import _embed_backward, check_ids
 from .layer_norm import _layer_norm_backward_parts
@@ -52,8 +54,9 @@ INIT_STD = 0.02
 class GPTConfig:
     """The tiny GPT's sizes. ``d_ff`` defaults to ``4 * d_model``; ``n_heads`` divides
     ``d_model``; ``mlp=False`` drops every block's MLP sub-layer (and its layer norm), and
-    then ``d_ff`` is None. Every field is checked when the config is made (the error names
-    it).
+    then ``d_ff`` is None; ``attention="linear"`` gives every head linear attention's weights
+    instead of the softmax (notebook 18). Every field is checked when the config is made (the
+    error names it).
 
     Examples
     --------
@@ -69,6 +72,7 @@ class GPTConfig:
     n_layers: int
     d_ff: int | None = None
     mlp: bool = True
+    attention: str = "softmax"
 
     def __post_init__(self):
         for name in ("vocab_size", "n_ctx", "d_model", "n_heads", "n_layers"):
@@ -87,11 +91,13 @@ class GPTConfig:
             object.__setattr__(self, "d_ff", check_positive_int(self.d_ff, "d_ff"))
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads = {self.n_heads} must divide d_model = {self.d_model}")
+        check_option(self.attention, "attention", ATTENTIONS)
 
     def __repr__(self):
         """The fields, ``mlp`` only when False (the tiny GPT's repr is as it always was)."""
         fields = ("vocab_size", "n_ctx", "d_model", "n_heads", "n_layers", "d_ff")
-        extra = "" if self.mlp else ", mlp=False"
+        extra = ("" if self.mlp else ", mlp=False") + (
+            "" if self.attention == "softmax" else f", attention={self.attention!r}")
         return (f"GPTConfig({', '.join(f'{k}={getattr(self, k)!r}' for k in fields)}"
                 f"{extra})")
 
@@ -104,7 +110,8 @@ class GPTConfig:
     def block_options(self):
         """The blocks' :class:`~attn_core.nn.BlockOptions`: GPT-2's (layer norm, GELU MLP or
         none, biases, one key/value head per query head, no rotary positions)."""
-        return BlockOptions(self.n_heads, mlp="gelu" if self.mlp else None, eps=LN_EPS)
+        return BlockOptions(self.n_heads, mlp="gelu" if self.mlp else None, eps=LN_EPS,
+                            attention=self.attention)
 
 
 def _check_config(config):
