@@ -216,27 +216,48 @@ def test_fresh_binder_environment_runs_the_launch_notebook(repo_copy, tmp_path, 
     shutil.rmtree(venv, ignore_errors=True)  # pytest keeps its last three temporary folders
 
 
-def test_readme_and_index_carry_the_same_launch_link():
-    """Badge and link in README.md and the index, built from REPO in tools/nav.py (one edit)."""
+def _load_nav(name):
     import importlib.util
 
-    import nbformat
-
-    spec = importlib.util.spec_from_file_location("course_nav_binder", ROOT / "tools" / "nav.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / "nav.py")
     nav = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(nav)
-    url = nav.BINDER_URL
-    if nav.REPO is None:
-        pytest.skip("the course has no public address yet (REPO is None): no launch link; "
-                    "tests/test_nav.py checks that no page shows one")
-    assert url == (f"https://mybinder.org/v2/gh/{nav.REPO}/HEAD"
-                   "?urlpath=lab/tree/notebooks/00-index.ipynb")
+    return nav
+
+
+def test_readme_and_index_carry_the_same_launch_link():
+    """Badge and link in README.md and the index, built from REPO in tools/nav.py (one edit);
+    while REPO is None, neither shows a launch link and both say how to run the course."""
+    import nbformat
+
+    nav = _load_nav("course_nav_binder")
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert f"[![Launch on Binder]({nav.BADGE_IMAGE})]({url})" in readme
-    assert readme.count(url) >= 2  # the badge and the text link
     index = nbformat.read(ROOT / "notebooks" / "00-index.ipynb", as_version=4)
     links = [c.source for c in index.cells if "binder-link" in c.metadata.get("tags", [])]
-    assert links and url in links[0]
+    assert links
+    if nav.REPO is None:
+        assert "mybinder.org/v2/gh" not in readme and "mybinder.org/v2/gh" not in links[0]
+        assert nav.badge_block() in readme
+        assert "make lab" in nav.badge_block()
+        return
+    url = nav.BINDER_URL
+    assert url == (f"https://mybinder.org/v2/gh/{nav.REPO}/HEAD"
+                   "?urlpath=lab/tree/notebooks/00-index.ipynb")
+    assert f"[![Launch on Binder]({nav.BADGE_IMAGE})]({url})" in readme
+    assert readme.count(url) >= 2  # the badge and the text link
+    assert url in links[0]
     # The address is written once, in REPO, everywhere else derived from it.
     nav_source = (ROOT / "tools" / "nav.py").read_text(encoding="utf-8")
     assert nav_source.count(nav.REPO) == 1
+
+
+def test_a_public_address_gives_the_launch_link_everywhere():
+    """With REPO set (as it will be once the course is public), the README's badge block and
+    the index's cell carry the Binder link built from it, badge and text."""
+    nav = _load_nav("course_nav_binder_set")
+    nav.REPO = "someone/attention-course"
+    nav.BINDER_URL = (f"https://mybinder.org/v2/gh/{nav.REPO}/HEAD"
+                      "?urlpath=lab/tree/notebooks/00-index.ipynb")
+    block, cell = nav.badge_block(), nav.binder_source()
+    assert f"[![Launch on Binder]({nav.BADGE_IMAGE})]({nav.BINDER_URL})" in block
+    assert block.count(nav.BINDER_URL) == 2 and nav.BINDER_URL in cell
