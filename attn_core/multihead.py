@@ -241,17 +241,23 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, h, mask=None, biases=None, n_kv_
     return out, weights
 
 
-def _multi_head_parts(x, ws, h, mask, bs, n_kv_heads=None):
+def _multi_head_parts(x, ws, h, mask, bs, n_kv_heads=None, edit_qkv=None):
     """:func:`multi_head_attention` on checked inputs (``ws = (w_q, w_k, w_v, w_o)``,
     ``bs`` the four biases): ``(out, weights, (q, k, v, merged))``, the last for a backward
     pass that reuses the forward's work (``gradients._multi_head_backward_parts``); ``k`` and
-    ``v`` hold the ``n_kv_heads`` heads, not repeated."""
+    ``v`` hold the ``n_kv_heads`` heads, not repeated.
+
+    ``edit_qkv``, optional, is a function ``(q, k, v) -> (q, k, v)`` applied to the split
+    heads ``(..., h or n_kv, n, d_head)`` before the scores: a decoder block's rotary
+    positions (:func:`attn_core.rope`) and interventions on value vectors go in there."""
     n_kv = h if n_kv_heads is None else n_kv_heads
     (w_q, w_k, w_v, w_o), (b_q, b_k, b_v, b_o) = ws, bs
     q, k, v = (_affine(x, w, b, f"x @ w_{name} (the {what} projection)")
                for w, b, name, what in ((w_q, b_q, "q", "query"), (w_k, b_k, "k", "key"),
                                         (w_v, b_v, "v", "value")))
     q, k, v = _split(q, h), _split(k, n_kv), _split(v, n_kv)  # (..., h or n_kv, n, d_head)
+    if edit_qkv is not None:
+        q, k, v = edit_qkv(q, k, v)
     k_rep, v_rep = repeat_kv(k, h // n_kv), repeat_kv(v, h // n_kv)  # (..., h, n, d_head)
     s = _scores(q, k_rep, 1.0 / np.sqrt(q.shape[-1]))  # (..., h, n, n)
     allowed = True

@@ -2,12 +2,18 @@
 in numpy, the tiny GPT built from them, and its optimiser.
 
 * :mod:`attn_core.nn.layer_norm` -- layer norm (the package's one: the encoder uses it too)
+* :mod:`attn_core.nn.rms_norm`   -- RMSNorm (Llama's, SmolLM2's): a gain, no mean, no shift
 * :mod:`attn_core.nn.gelu`       -- GELU, tanh form and its derivative; the exact erf form
 * :mod:`attn_core.nn.mlp`        -- the feed-forward network
+* :mod:`attn_core.nn.swiglu`     -- the SwiGLU feed-forward network (gate, up, down)
 * :mod:`attn_core.nn.embeddings` -- token and position embeddings
 * :mod:`attn_core.nn.loss`       -- log-softmax and the cross-entropy of the next token
-* :mod:`attn_core.nn.block`      -- the pre-norm causal block (attention through
-  :func:`attn_core.multi_head_attention` and its backward)
+* :mod:`attn_core.nn.block_options` -- BlockOptions: which norm, MLP, positions, heads, biases
+* :mod:`attn_core.nn.block`      -- the ONE pre-norm causal block (attention through
+  :func:`attn_core.multi_head_attention` and its backward, RoPE, grouped-query heads, an
+  optional KV cache)
+* :mod:`attn_core.nn.decoder`    -- the stack of blocks, full or through KV caches (the tiny
+  GPT, the attention-only models and SmolLM2 all run it)
 * :mod:`attn_core.nn.gpt`        -- GPTConfig, init_gpt, gpt_forward, gpt_loss_and_grads
 * :mod:`attn_core.nn.optim`      -- SGD, AdamW, clip_grad_norm (notebook 12's model uses them)
 * :mod:`attn_core.nn.data`       -- the shipped corpus, CharVocab, the split, batches
@@ -24,11 +30,13 @@ from .baselines import ALPHA, bigram_loss, bigram_probs, unigram_loss, unigram_p
 from .block import (
     ATTN_KEYS,
     BLOCK_KEYS,
+    BlockOptions,
     block_backward,
     block_forward,
     block_params,
     block_shapes,
 )
+from .block_options import MLPS, NORMS
 from .checkpoint import (
     CHECKPOINT_PATH,
     FORMAT_VERSION,
@@ -37,6 +45,7 @@ from .checkpoint import (
     save_checkpoint,
 )
 from .data import CORPUS_PATH, CharVocab, get_batch, load_corpus, split_corpus
+from .decoder import decoder_forward, decoder_step
 from .embeddings import check_ids, embed, embed_backward
 from .gelu import gelu, gelu_backward, gelu_erf
 from .generate import (
@@ -84,7 +93,9 @@ from .layer_norm import check_eps, layer_norm, layer_norm_backward
 from .loss import cross_entropy, log_softmax, next_token_losses
 from .mlp import mlp, mlp_backward
 from .optim import SGD, AdamW, clip_grad_norm, global_norm
+from .rms_norm import rms_norm, rms_norm_backward
 from .streaming import first_token_weight, token_losses
+from .swiglu import silu, swiglu, swiglu_backward
 from .train import GPTRun, evaluate, lr_at, text_loss, train_gpt, validation_batches
 
 __all__ = [
@@ -112,6 +123,7 @@ __all__ = [
     "ALPHA",
     "AdamW",
     "BLOCK_KEYS",
+    "BlockOptions",
     "CHECKPOINT_PATH",
     "CORPUS_PATH",
     "CharVocab",
@@ -121,6 +133,8 @@ __all__ = [
     "GPTRun",
     "Generation",
     "LN_EPS",
+    "MLPS",
+    "NORMS",
     "SGD",
     "bigram_loss",
     "bigram_probs",
@@ -135,6 +149,8 @@ __all__ = [
     "check_top_k",
     "clip_grad_norm",
     "cross_entropy",
+    "decoder_forward",
+    "decoder_step",
     "embed",
     "embed_backward",
     "evaluate",
@@ -162,8 +178,13 @@ __all__ = [
     "next_token_probs",
     "param_shapes",
     "prefill",
+    "rms_norm",
+    "rms_norm_backward",
     "save_checkpoint",
+    "silu",
     "split_corpus",
+    "swiglu",
+    "swiglu_backward",
     "text_loss",
     "token_losses",
     "train_gpt",

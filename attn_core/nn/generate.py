@@ -20,14 +20,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import as_float_array, check_positive_int
-from ..decoding import append_kv, decode_step, empty_cache
-from ..multihead import _affine, _merge, _split
+from ..decoding import empty_cache
 from ..softmax import stable_softmax
-from .block import block_params
-from .embeddings import _embed, check_ids
-from .gpt import LN_EPS, GPTConfig, check_params
-from .layer_norm import _layer_norm_parts
-from .mlp import _mlp_parts
+from .decoder import decoder_step
+from .embeddings import check_ids
+from .gpt import GPTConfig, check_params
 
 __all__ = ["Generation", "check_temperature", "check_top_k", "forward_cached", "generate",
            "next_token_probs", "prefill"]
@@ -123,10 +120,6 @@ def next_token_probs(logits, temperature=1.0, top_k=None):
     return stable_softmax(z, axis=-1)
 
 
-def _layer_norm(x, g, b):
-    return _layer_norm_parts(x, g, b, LN_EPS)[0]
-
-
 def forward_cached(params, config, new_ids, caches):
     """Logits of ``m`` new tokens that follow the ``t`` tokens already in the caches.
 
@@ -152,11 +145,16 @@ def forward_cached(params, config, new_ids, caches):
 
     Notes
     -----
-    Layer by layer, for the new rows only (pre-norm block):
-    ``a = LN1(x)``, ``q, k, v = a W_q + b_q, a W_k + b_k, a W_v + b_v`` split into heads,
+    Layer by layer, for the new rows only (pre-norm block, :func:`attn_core.nn.block_forward`
+    with its cache): ``a = LN1(x)``, ``q, k, v = a W_q + b_q, a W_k + b_k, a W_v + b_v``
+    split into heads (turned by RoPE when the model has rotary positions),
     ``K, V = [K; k], [V; v]``, ``x = x + Concat(softmax(q K^T / sqrt(d_head)) V) W_o + b_o``,
-    ``x = x + MLP(LN2(x))``; then ``logits = LN_f(x) W_unembed``. The causal mask between
-    the ``m`` new tokens is :func:`attn_core.decoding.decode_step`'s.
+    ``x = x + MLP(LN2(x))``; then ``logits = LN_f(x) W_unembed``
+    (:func:`attn_core.nn.decoder.decoder_step`). The causal mask between the ``m`` new
+    tokens is :func:`attn_core.decoding.decode_step`'s.
+
+    Any decoder of :mod:`attn_core.nn.decoder` goes through here (the tiny GPT, the
+    attention-only models, SmolLM2: ``config`` then an :class:`attn_core.model.llm.LLMConfig`).
     """
     t = caches[0].seen
     new_ids = check_ids(new_ids, config.vocab_size, name="new_ids")
@@ -170,23 +168,7 @@ def forward_cached(params, config, new_ids, caches):
             logits, caches = forward_cached(params, config, new_ids[..., i:i + 1], caches)
             rows.append(logits)
         return np.concatenate(rows, axis=-2), caches  # m x (..., 1, vocab) -> (..., m, vocab)
-    h = config.n_heads
-    x = _embed(new_ids, params["wte"], params["wpe"][t:])  # (..., m, d_model), positions t..
-    out_caches = []
-    for i, cache in enumerate(caches):
-        p = block_params(params, i)
-        a = _layer_norm(x, p["ln1.g"], p["ln1.b"])  # (..., m, d_model)
-        q, k, v = (_split(_affine(a, p[f"attn.w_{c}"], p[f"attn.b_{c}"], f"the {c} "
-                                  "projection"), h) for c in "qkv")  # each (..., h, m, d_head)
-        cache = append_kv(cache, k, v)  # (..., h, t + m, d_head)
-        heads, _ = decode_step(q, cache)  # (..., h, m, d_head)
-        x = x + _affine(_merge(heads), p["attn.w_o"], p["attn.b_o"], "the output projection")
-        if config.mlp:  # an attention-only model (notebook 15) has no MLP sublayer
-            x = x + _mlp_parts(_layer_norm(x, p["ln2.g"], p["ln2.b"]), p["mlp.w_in"],
-                               p["mlp.b_in"], p["mlp.w_out"], p["mlp.b_out"])[0]  # (..., m, d)
-        out_caches.append(cache)
-    x = _layer_norm(x, params["ln_f.g"], params["ln_f.b"])
-    return x @ params["w_unembed"], tuple(out_caches)  # (..., m, d) @ (d, V) -> (..., m, V)
+    return decoder_step(params, config, new_ids, caches)
 
 
 def prefill(params, config, ids, window=None, n_sink=0):
@@ -198,7 +180,8 @@ def prefill(params, config, ids, window=None, n_sink=0):
     under that mask."""
     d_head = config.d_model // config.n_heads
     dtype = params["wte"].dtype
-    batch = (*np.shape(ids)[:-1], config.n_heads)  # (..., n_heads): a cache per text and head
+    # (..., kv_heads): a cache per text and key/value head
+    batch = (*np.shape(ids)[:-1], config.block_options.kv_heads)
     caches = tuple(empty_cache(d_head, batch=batch, dtype=dtype, window=window, n_sink=n_sink)
                    for _ in range(config.n_layers))
     return forward_cached(params, config, ids, caches)

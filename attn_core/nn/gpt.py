@@ -27,14 +27,15 @@ from .._validate import (
 from ..gradients import _weight_grad
 from .block import (
     BLOCK_KEYS,
+    BlockOptions,
     _block_backward_parts,
-    _block_parts,
     block_params,
     block_shapes,
     check_shaped,
 )
-from .embeddings import _embed, _embed_backward, check_ids
-from .layer_norm import _layer_norm_backward_parts, _layer_norm_parts
+from .decoder import decoder_forward
+from .embeddings import _embed_backward, check_ids
+from .layer_norm import _layer_norm_backward_parts
 from .loss import _cross_entropy
 
 __all__ = ["LN_EPS", "GPTConfig", "check_ablate", "check_params", "gpt_forward",
@@ -98,6 +99,12 @@ class GPTConfig:
     def d_head(self):
         """Each head's width, ``d_model // n_heads``."""
         return self.d_model // self.n_heads
+
+    @property
+    def block_options(self):
+        """The blocks' :class:`~attn_core.nn.BlockOptions`: GPT-2's (layer norm, GELU MLP or
+        none, biases, one key/value head per query head, no rotary positions)."""
+        return BlockOptions(self.n_heads, mlp="gelu" if self.mlp else None, eps=LN_EPS)
 
 
 def _check_config(config):
@@ -218,16 +225,8 @@ def check_params(params, config):
 def _forward(params, config, ids, ablate=None):
     """The forward without checks: ``(logits, weights, cache)``; ``ablate`` checked by
     :func:`check_ablate` (then the cache is not valid for the backward)."""
-    x = _embed(ids, params["wte"], params["wpe"])  # (..., n, d_model)
-    weights, caches = [], []
-    for i in range(config.n_layers):
-        heads = {h: r for (layer, h), r in (ablate or {}).items() if layer == i}
-        x, w, cache = _block_parts(x, block_params(params, i), config.n_heads, LN_EPS, heads)
-        weights.append(w)
-        caches.append(cache)
-    ln_f, z, denom = _layer_norm_parts(x, params["ln_f.g"], params["ln_f.b"], LN_EPS)
-    logits = ln_f @ params["w_unembed"]  # (..., n, d_model) @ (d_model, vocab) -> (..., n, vocab)
-    return logits, tuple(weights), {"blocks": caches, "ln_f": ln_f, "z": z, "denom": denom}
+    logits, weights, state = decoder_forward(params, config, ids, ablate=ablate, keep=True)
+    return logits, tuple(weights[i] for i in range(config.n_layers)), state
 
 
 def gpt_forward(params, config, ids, ablate=None):
@@ -384,7 +383,7 @@ def _backward(params, config, ids, cache, grad_logits):
     grad_x, grads["ln_f.g"], grads["ln_f.b"] = _layer_norm_backward_parts(
         cache["z"], cache["denom"], params["ln_f.g"], grad_ln_f)
     for i in reversed(range(config.n_layers)):
-        grad_x, g = _block_backward_parts(block_params(params, i), config.n_heads,
+        grad_x, g = _block_backward_parts(block_params(params, i), config.block_options,
                                           cache["blocks"][i], grad_x)
         grads.update({f"h{i}.{k}": g[k] for k in BLOCK_KEYS if k in g})
     grads["wte"], grads["wpe"] = _embed_backward(ids, grad_x, config.vocab_size, config.n_ctx)
