@@ -56,6 +56,7 @@ from .generate import (
     generate,
     next_token_probs,
     prefill,
+    sample_loop,
 )
 from .gpt import (
     LN_EPS,
@@ -180,6 +181,7 @@ __all__ = [
     "prefill",
     "rms_norm",
     "rms_norm_backward",
+    "sample_loop",
     "save_checkpoint",
     "silu",
     "split_corpus",

@@ -68,7 +68,8 @@ def _select(arr, heads, axis):
 
 
 def decoder_forward(params, config, ids, *, ablate=None, mask=None, keys_masked=None,
-                    values_zeroed=None, weights_of="all", heads_of=None, keep=False):
+                    values_zeroed=None, weights_of="all", heads_of=None, keep=False,
+                    unembed=True):
     """The logits of every position, with optional interventions and what was asked to keep.
 
     Parameters
@@ -98,6 +99,9 @@ def decoder_forward(params, config, ids, *, ablate=None, mask=None, keys_masked=
         before the output projection), ``(..., heads, n, d_head)``.
     keep : bool
         Keep each block's intermediate arrays for a backward pass (the tiny GPT's training).
+    unembed : bool
+        False returns the final norm's output (..., n, d_model) in place of the logits (a
+        long text's logits are large: the caller unembeds a few rows at a time).
 
     Returns
     -------
@@ -134,7 +138,7 @@ def decoder_forward(params, config, ids, *, ablate=None, mask=None, keys_masked=
             blocks.append(cache)
         del w, cache
     y, z, denom = final_norm(params, o, x)
-    logits = y @ params["w_unembed"]  # (..., n, d_model) @ (d_model, vocab) -> (..., n, vocab)
+    logits = y @ params["w_unembed"] if unembed else y  # (..., n, d) @ (d, vocab) -> (..., n, V)
     state = {"heads": heads}
     if keep:
         state.update({"blocks": blocks, "ln_f": y, "z": z, "denom": denom})

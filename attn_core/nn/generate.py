@@ -27,7 +27,7 @@ from .embeddings import check_ids
 from .gpt import GPTConfig, check_params
 
 __all__ = ["Generation", "check_temperature", "check_top_k", "forward_cached", "generate",
-           "next_token_probs", "prefill"]
+           "next_token_probs", "prefill", "sample_loop"]
 
 
 @dataclass(frozen=True)
@@ -243,9 +243,24 @@ def generate(params, config, prompt_ids, n_new, temperature=1.0, top_k=None, see
     if keep > config.n_ctx:
         raise ValueError(f"keep must lie in 1..n_ctx = {config.n_ctx}, got {keep}")
     rng = np.random.default_rng(seed)
+    return sample_loop(params, config, prompt, n_new, temperature, top_k, rng, keep)
+
+
+def sample_loop(params, config, prompt, n_new, temperature, top_k, rng, keep, n_ctx=None,
+                stop_ids=(), on_token=None):
+    """The cached sampling loop of :func:`generate`, on checked arguments, for any decoder of
+    :mod:`attn_core.nn.decoder` (the tiny GPT, SmolLM2).
+
+    ``prompt`` (n_prompt,) int ndarray; ``rng`` a numpy Generator; ``keep`` as in
+    :func:`generate`; ``n_ctx`` the longest window (default ``config.n_ctx``); generation
+    stops after a token of ``stop_ids`` (which is kept in ``new_ids``); ``on_token(token)``,
+    if given, is called with each new token as soon as it is drawn (a page can show the
+    answer growing). Returns a :class:`Generation`."""
+    n_ctx = config.n_ctx if n_ctx is None else n_ctx
+    stop_ids = frozenset(int(t) for t in stop_ids)
     ids = list(prompt.tolist())
-    cropped = len(ids) > config.n_ctx
-    start = max(0, len(ids) - config.n_ctx)
+    cropped = len(ids) > n_ctx
+    start = max(0, len(ids) - n_ctx)
     logits, caches = prefill(params, config, np.array(ids[start:]))
     last = logits[-1]
     new, all_probs, all_logits, starts = [], [], [], []
@@ -257,9 +272,11 @@ def generate(params, config, prompt_ids, n_new, temperature=1.0, top_k=None, see
         all_probs.append(probs)
         all_logits.append(last)
         ids.append(token)
-        if len(new) == n_new:
+        if on_token is not None:
+            on_token(token)
+        if len(new) == n_new or token in stop_ids:
             break
-        if caches[0].length < config.n_ctx:
+        if caches[0].length < n_ctx:
             logits, caches = forward_cached(params, config, np.array([token]), caches)
         else:  # the window is full: crop to its last `keep` tokens, rebuild the cache
             cropped = True

