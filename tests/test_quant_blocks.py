@@ -89,3 +89,30 @@ def test_a_real_tensor_of_the_file_matches_gguf():
     ref = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
     mine = qb.dequantize_q4_1_block(qb.blocks_of(tensor.data, qb.Q4_1_BYTES))
     np.testing.assert_array_equal(mine.reshape(ref.shape), ref)
+
+
+def test_the_header_read_by_hand_matches_gguf_reader():
+    from attn_core.model import gguf_layout
+
+    path = _model_file()
+    reader = gguf.GGUFReader(path)
+    table = gguf_layout.tensor_table(path)
+    assert len(table) == len(reader.tensors)
+    for t, mine in zip(reader.tensors, table):
+        assert (mine.name, mine.kind) == (t.name, t.tensor_type.name)
+        assert (mine.start, mine.nbytes) == (int(t.data_offset), int(t.n_bytes))
+        assert mine.shape == tuple(int(s) for s in reversed(t.shape))
+    raw, info = gguf_layout.raw_tensor(path, "blk.3.ffn_down.weight")
+    ref = next(t for t in reader.tensors if t.name == info.name)
+    np.testing.assert_array_equal(raw, ref.data.reshape(-1))
+    with pytest.raises(ValueError, match="no tensor"):
+        gguf_layout.raw_tensor(path, "blk.99.nothing")
+
+
+def test_a_file_that_is_not_gguf_is_a_clear_error(tmp_path):
+    from attn_core.model import gguf_layout
+
+    bad = tmp_path / "x.gguf"
+    bad.write_bytes(b"NOPE" + bytes(60))
+    with pytest.raises(ValueError, match="not a GGUF file"):
+        gguf_layout.tensor_table(bad)

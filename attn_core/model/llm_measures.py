@@ -15,15 +15,30 @@ word in every text.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 
 from ..induction import induction_score, previous_token_score, repeated_tokens
 from ..nn.data import load_corpus
 from .llm import llm_forward, llm_losses
 
-__all__ = ["ablation_losses", "corpus_texts", "first_position_weights", "head_scores",
-           "intervention_losses", "most_attended", "paired", "random_repeats",
-           "windowed_losses"]
+__all__ = ["MEASUREMENTS_PATH", "ablation_losses", "corpus_texts", "first_position_weights",
+           "head_scores", "intervention_losses", "load_measurements", "most_attended", "paired",
+           "random_repeats", "windowed_losses"]
+
+
+#: Where tools/measure_llm.py stores its results.
+MEASUREMENTS_PATH = Path(__file__).resolve().parent.parent / "data" / "llm-measurements.json"
+
+
+def load_measurements(path=None):
+    """The stored measurements (a dict; see tools/measure_llm.py for what each entry is)."""
+    path = MEASUREMENTS_PATH if path is None else Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: run python tools/measure_llm.py")
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def corpus_texts(encode, n_texts, n_tokens, start=0, stop=None):
