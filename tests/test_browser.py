@@ -89,6 +89,7 @@ EXPLORERS = {
                                      sentence="The function ")],
     "15-induction-heads.ipynb": [Explorer("induction_explorer(", ("training step",))],
     "16-todays-attention.ipynb": [Explorer("kv_cache_explorer()", ("window", "key/value heads"))],
+    "17-a-real-llm.ipynb": [Explorer("llm_explorer(", ("layer", "head"))],
 }
 #: Key presses per slider (alternating direction at the ends): enough for a median and p95.
 PRESSES = 5

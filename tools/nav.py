@@ -71,6 +71,9 @@ COURSE = [
      "Two heads that divide a job, grown from scratch in a two-layer model, tested by ablation."),
     ("16-todays-attention.ipynb", "Attention in today's models",
      "Grouped-query heads, a rolling sliding-window cache, attention sinks, measured."),
+    ("17-a-real-llm.ipynb", "A real LLM",
+     "SmolLM2-135M run by the course's numpy code: it answers; its sinks and induction heads, "
+     "measured."),
     ("appendix-errata.ipynb", "Appendix: the article's numbers, traced",
      "Where the article's wrong printed matrices come from, route by route, in one place."),
 ]

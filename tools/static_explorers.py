@@ -43,6 +43,7 @@ MAIN_CONTROLS = {
     "positions_explorer": ("offset",),
     "kv_cache_explorer": ("n_kv_heads", "window"),
     "induction_explorer": ("ablation", "step"),
+    "llm_explorer": ("layer",),
 }
 WHEN = {("mask_explorer", "window"): lambda now: now.get("kind") == "sliding window"}
 MAX_POSITIONS = 25  # per control: a longer range is sampled evenly (ends kept)

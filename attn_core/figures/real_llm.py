@@ -41,7 +41,7 @@ __all__ = [
 #: Colours of the curves of :func:`sink_profile` and of the sink counts in :func:`llm_figure`.
 CURVE_COLORS = (OKABE_ITO["blue"], OKABE_ITO["vermillion"], OKABE_ITO["bluish_green"],
                 OKABE_ITO["reddish_purple"], OKABE_ITO["orange"])
-FIGSIZE = (11.0, 5.6)
+FIGSIZE = (9.8, 5.2)
 SINK_FIGSIZE = (7.4, 3.4)
 #: Longest token label on the map's axes.
 PIECE_MAX_LEN = 6
