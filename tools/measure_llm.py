@@ -118,12 +118,12 @@ def sinks(model, log):
     }
 
 
-def windows(model, log):
+def windows(model, log, sizes=WINDOWS):
     texts = M.corpus_texts(encode, LONG_TEXTS, LONG_TOKENS)
     start = max(WINDOWS)
     rows = {"full": [M.windowed_losses(model, t)[start:] for t in texts]}
     log(f"window: full {np.mean(rows['full']):.3f}")
-    for w in WINDOWS:
+    for w in sizes:
         for s in SINKS:
             rows[f"{w}+{s}"] = [M.windowed_losses(model, t, w, s)[start:] for t in texts]
             log(f"window {w} + {s} sinks: {np.mean(rows[f'{w}+{s}']):.3f}")
@@ -216,8 +216,9 @@ def run_part(name, log):
     log("model loaded")
     if name == "sinks":
         return {"sinks": sinks(model, log)}
-    if name == "windows":
-        return {"windows": windows(model, log)[0]}
+    if name.startswith("windows"):  # "windows", or "windows-128": one window size
+        sizes = [int(name.split("-")[1])] if "-" in name else WINDOWS
+        return {"windows": windows(model, log, sizes)[0]}
     long_text = M.corpus_texts(encode, LONG_TEXTS, LONG_TOKENS)[0]
     return {"induction": induction(model, log),
             "quantization": quantization(model, long_text, log)}
@@ -230,6 +231,8 @@ def merge(parts):
     for name in parts:
         part = json.loads(part_path(name).read_text(encoding="utf-8"))
         made.append(part.pop("made_by"))
+        if "windows" in part and "windows" in out:  # one window size per part: join tables
+            out["windows"]["table"].update(part.pop("windows")["table"])
         out.update(part)
     out["made_by"] = {"script": "tools/measure_llm.py", "commit": made[0]["commit"],
                       "seconds": round(sum(m["seconds"] for m in made), 1),
@@ -244,12 +247,14 @@ def merge(parts):
 
 def main():
     """``python tools/measure_llm.py``: every part in turn, then the merged file.
-    ``--part NAME`` runs one part (sinks, windows, induction) into its own file, so that the
-    three can run side by side; ``--merge`` joins the three files."""
+    ``--part NAME`` runs one part (sinks, windows, induction; or windows-64 ... one window
+    size) into its own file, so that they can run side by side; ``--merge [NAMES]`` joins the
+    files (default: the three parts)."""
     if "--quick" in sys.argv:
         quick()
     if "--merge" in sys.argv:
-        merge(PARTS)
+        names = sys.argv[sys.argv.index("--merge") + 1:] or PARTS
+        merge(names)
         return
     names = [sys.argv[sys.argv.index("--part") + 1]] if "--part" in sys.argv else PARTS
     for name in names:

@@ -147,6 +147,7 @@ class LLMExplorer(Explorer):
         with self._lock:
             self._job += 1
             job = self._job
+        self._asked = (question, temperature, top_k)  # what the controls asked for
         self.status.value = f'<p style="{_NOTE_CSS}">{WORKING.format(n=0)}</p>'
         self.answer_box.value = ""
         args = (job, question, temperature, top_k)
@@ -218,12 +219,10 @@ class LLMExplorer(Explorer):
         c = self.controls
         question = c["question"].value
         sampling = (question, float(c["temperature"].value), int(c["top_k"].value))
-        if not new_answer and sampling != getattr(self, "_asked", sampling):
-            self._asked = sampling
+        if not new_answer and sampling != self._asked:
             self._ask(question)
             if self.background:
                 return  # the worker draws when the answer is complete
-        self._asked = sampling
         layer, head = c["layer"].value, c["head"].value
         window, sinks = int(c["window"].value), int(c["sinks"].value)
         key = (id(self._maps), layer, head, window, sinks)
