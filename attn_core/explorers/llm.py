@@ -235,15 +235,16 @@ class LLMExplorer(Explorer):
         part = ("the conversation" if n <= MAX_SHOWN
                 else f"the conversation's last {MAX_SHOWN} tokens")
         figures.update_llm_map(self.art, w, self._pieces[shown] if new_labels else None,
-                               title=f"layer {layer}, head {head}: attention over {part}")
+                               title=f"one head's attention over {part}" if new_labels else None)
         figures.update_llm_loss(self.art, window, sinks)
-        if new_labels or self._last_key[1:3] != (layer, head):
-            self.canvas.invalidate()  # new labels or title: a new static background
-        self._show(self.canvas, self.art.dynamic, static_key=(key[0], layer, head))
-        self._write(w, window, sinks)
+        if new_labels:
+            self.canvas.invalidate()  # new labels: a new static background
+        # the layer and head are named in the read-out: a change redraws the image alone
+        self._show(self.canvas, self.art.dynamic, static_key=key[0])
+        self._write(w, window, sinks, layer, head)
         self._last_key = key
 
-    def _write(self, w, window, sinks):
+    def _write(self, w, window, sinks, layer, head):
         table = self.measured["windows"]["table"]
         full = table["full"]
         row = table[f"{window}+{sinks}"]
@@ -253,7 +254,8 @@ class LLMExplorer(Explorer):
         self.readout.value = (
             _table("last_row", last[keys][None, :], row_labels=["weight"],
                    col_labels=[f"{pieces[j]} ({j + 1})" for j in keys],
-                   title="where the last token looks (the five largest weights)")
+                   title=f"layer {layer}, head {head}: where the last token looks (the five "
+                         "largest weights)")
             + _table("window_loss", np.array([[row["loss"], full["loss"], row["vs_full"]]]),
                      row_labels=[f"window {window} + {sinks} sink(s)"],
                      col_labels=["loss", "full attention", "difference"],
