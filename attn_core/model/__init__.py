@@ -10,6 +10,13 @@
   token, same word, ...)
 * :mod:`attn_core.model.probes`     -- controlled comparisons: minimal pairs, the size of
   attention's update against the residual stream, position embeddings reversed or zeroed
+* :mod:`attn_core.model.llm_file`   -- SmolLM2-135M-Instruct read from its GGUF file (needs
+  ``gguf``): ``load_llm()`` -> ``(params, config)``, checks, names, tied unembedding
+* :mod:`attn_core.model.llm`        -- ``LLMConfig`` and ``llm_forward`` / ``llm_losses``
+  (nn's decoder with hooks: attention maps, masked keys, zeroed values, ablated heads, a
+  sliding window with sinks)
+* :mod:`attn_core.model.llm_tokenizer` -- its tokenizer (``tokenizers``) and ChatML prompt
+* :mod:`attn_core.model.llm_generate`  -- ``chat`` and ``llm_generate`` through the KV cache
 
 Import the modules by name (``from attn_core.model.pretrained import load_model``): this
 package imports none of them, so the exercise checks can use ``head_roles`` without

@@ -151,6 +151,8 @@ def _layer_dict(value, name, config, what):
 
 
 def _check_positions(value, name, n):
+    if value is None:
+        return None
     for layer, keys in value.items():
         arr = np.asarray(keys)
         if arr.dtype.kind not in "iu" or arr.ndim > 1 or not ((arr >= 0) & (arr < n)).all():
@@ -161,6 +163,8 @@ def _check_positions(value, name, n):
 
 
 def _check_heads(value, name, config):
+    if value is None:
+        return None
     for layer, heads in value.items():
         if heads is None:
             continue
@@ -261,10 +265,8 @@ def llm_forward(params, config, ids, *, window=None, n_sink=0, weights_of=None,
                             config)
     keys_masked = _layer_dict(keys_masked, "keys_masked", config, "key positions")
     values_zeroed = _layer_dict(values_zeroed, "values_zeroed", config, "key positions")
-    if keys_masked:
-        keys_masked = _check_positions(keys_masked, "keys_masked", n)
-    if values_zeroed:
-        values_zeroed = _check_positions(values_zeroed, "values_zeroed", n)
+    keys_masked = _check_positions(keys_masked, "keys_masked", n)
+    values_zeroed = _check_positions(values_zeroed, "values_zeroed", n)
     ablate = _check_ablate(ablate, config, n, params["wte"].dtype)
     with blas_threads(), checked_later():
         logits, weights, state = decoder_forward(

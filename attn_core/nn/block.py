@@ -195,10 +195,12 @@ def _block_step(x, p, o, kv, ablate=None):
     m = x.shape[-2]
     a = _norm_parts(x, p, "ln1", o)[0]  # (..., m, d_model)
     (w_q, w_k, w_v, w_o), (b_q, b_k, b_v, b_o) = _attn_args(p)
-    turn = _rotate(o, kv.seen + np.arange(m))  # positions seen .. seen + m - 1
-    q = turn(_split(_affine(a, w_q, b_q, "the q projection"), o.n_heads))  # (..., h, m, dh)
-    k = turn(_split(_affine(a, w_k, b_k, "the k projection"), o.kv_heads))  # (..., kv, m, dh)
+    q = _split(_affine(a, w_q, b_q, "the q projection"), o.n_heads)  # (..., h, m, d_head)
+    k = _split(_affine(a, w_k, b_k, "the k projection"), o.kv_heads)  # (..., kv, m, d_head)
     v = _split(_affine(a, w_v, b_v, "the v projection"), o.kv_heads)  # (..., kv, m, d_head)
+    if o.rope_base is not None:  # q and k turned in one call, at positions seen .. seen + m - 1
+        qk = _rotate(o, kv.seen + np.arange(m))(np.concatenate([q, k], axis=-3))  # (.., h+kv, ..)
+        q, k = qk[..., :o.n_heads, :, :], qk[..., o.n_heads:, :, :]
     kv = append_kv(kv, k, v)  # (..., kv_heads, t + m, d_head)
     heads, weights = decode_step(q, kv, n_kv_heads=o.n_kv_heads)  # (..., h, m, d_head)
     merged = _merge(heads)  # (..., h, m, d_head) -> (..., m, h * d_head)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..masks import causal_mask
-from .block import _block_parts, _block_step, block_params
+from .block import _block_parts, _block_step
 from .embeddings import _embed
 from .layer_norm import _layer_norm_parts
 from .rms_norm import _rms_norm_parts
@@ -61,6 +61,17 @@ def key_mask(mask, keys):
     own = np.flatnonzero(hidden)
     out[own, own] = mask[own, own]  # ... but its own query, so no row is left empty
     return out
+
+
+def _blocks(params, n_layers):
+    """Each block's parameters under their short names (as :func:`block_params`), read in
+    one pass over ``params`` (not one pass per block: the real LLM has 30 blocks)."""
+    blocks = [{} for _ in range(n_layers)]
+    for name, a in params.items():
+        layer, dot, short = name[1:].partition(".")
+        if name[0] == "h" and dot and layer.isdigit() and int(layer) < n_layers:
+            blocks[int(layer)][short] = a
+    return blocks
 
 
 def _select(arr, heads, axis):
@@ -116,6 +127,7 @@ def decoder_forward(params, config, ids, *, ablate=None, mask=None, keys_masked=
     n = x.shape[-2]
     base = mask
     weights, heads, blocks = {}, {}, []
+    params_of = _blocks(params, config.n_layers)
     for i in range(config.n_layers):
         layer_ablate = {h: r for (layer, h), r in (ablate or {}).items() if layer == i}
         layer_mask = base
@@ -123,7 +135,7 @@ def decoder_forward(params, config, ids, *, ablate=None, mask=None, keys_masked=
             layer_mask = key_mask(causal_mask(n) if base is None else base, keys_masked[i])
         zero = None if not values_zeroed or i not in values_zeroed else np.asarray(
             values_zeroed[i], dtype=np.int64)
-        x, w, cache = _block_parts(x, block_params(params, i), o, layer_ablate, layer_mask,
+        x, w, cache = _block_parts(x, params_of[i], o, layer_ablate, layer_mask,
                                    zero_values=zero)
         if weights_of == "all":
             weights[i] = w
@@ -168,9 +180,10 @@ def decoder_step(params, config, new_ids, caches, ablate=None):
     o = config.block_options
     x = _embed_at(params, new_ids, caches[0].seen)  # (..., m, d_model)
     out = []
+    params_of = _blocks(params, len(caches))
     for i, kv in enumerate(caches):
         layer_ablate = {h: r for (layer, h), r in (ablate or {}).items() if layer == i}
-        x, _, kv = _block_step(x, block_params(params, i), o, kv, layer_ablate)
+        x, _, kv = _block_step(x, params_of[i], o, kv, layer_ablate)
         out.append(kv)
     y = final_norm(params, o, x)[0]
     return y @ params["w_unembed"], tuple(out)  # (..., m, d) @ (d, V) -> (..., m, V)

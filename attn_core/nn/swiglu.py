@@ -18,7 +18,8 @@ __all__ = ["silu", "swiglu", "swiglu_backward"]
 
 def _sigmoid(a):
     """``1 / (1 + exp(-a))`` without overflow: ``exp`` of a non-positive number only."""
-    e = np.exp(-np.abs(a))  # in (0, 1]
+    with np.errstate(under="ignore"):  # exp(-1000) = 0: a weight too small to matter
+        e = np.exp(-np.abs(a))  # in (0, 1]
     return np.where(a >= 0, 1 / (1 + e), e / (1 + e))
 
 
