@@ -132,6 +132,9 @@ def setups():
     ex = explorers.induction_explorer()
     yield "induction_explorer", ex, {"step": ex.controls["step"],
                                      "ablation": ex.controls["ablation"]}
+    ex = explorers.llm_explorer(background=False)  # a new question decodes: not timed here
+    yield "llm_explorer", ex, {name: ex.controls[name] for name in
+                               ("layer", "head", "window", "sinks")}
     ex = explorers.beyond_explorer()
     yield "beyond_explorer", ex, {name: ex.controls[name] for name in ("method", "n", "size")}
 

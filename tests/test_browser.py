@@ -91,6 +91,7 @@ EXPLORERS = {
     "15-induction-heads.ipynb": [Explorer("induction_explorer(", ("training step",
                                                                   "ablation"))],
     "16-todays-attention.ipynb": [Explorer("kv_cache_explorer()", ("window", "key/value heads"))],
+    "17-a-real-llm.ipynb": [Explorer("llm_explorer(", ("layer", "head"))],
     "18-beyond-quadratic.ipynb": [Explorer("beyond_explorer()", ("sequence length n",
                                                                  "window / stride / block"))],
 }

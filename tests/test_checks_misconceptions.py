@@ -28,6 +28,7 @@ from attn_core.attention import attention, scores
 from attn_core.checks import beyond as beyond18
 from attn_core.checks import cost, decoding, gpt, learning, practice, pretrained
 from attn_core.checks import practice_positions as positions08b
+from attn_core.checks import real_llm as llm17
 from attn_core.checks import todays_attention as today16
 from attn_core.flash import flash_attention_steps
 from attn_core.masks import causal_mask, padding_mask, window_mask
@@ -737,6 +738,33 @@ MISCONCEPTIONS = {
         ("nothing repeated", lambda: today16.check_repeat_kv(lambda k, groups: k),
          ["nothing is repeated"]),
     ],
+    # 17 · a real LLM
+    "check_rms_norm": [
+        ("layer norm (mean removed)", lambda: llm17.check_rms_norm(
+            lambda x, g, e: _rms17(x - x.mean(axis=-1, keepdims=True), g, e)), ["layer norm"]),
+        ("eps outside the root", lambda: llm17.check_rms_norm(
+            lambda x, g, e: x / (np.sqrt((x * x).mean(axis=-1, keepdims=True)) + e) * g),
+         ["after the square root"]),
+        ("no square root", lambda: llm17.check_rms_norm(
+            lambda x, g, e: x / ((x * x).mean(axis=-1, keepdims=True) + e) * g),
+         ["square root is missing"]),
+    ],
+    "check_swiglu": [
+        ("gate and up swapped", lambda: llm17.check_swiglu(
+            lambda x, wg, wu, wd: (_silu17(x @ wu) * (x @ wg)) @ wd), ["swapped"]),
+        ("GELU instead of SiLU", lambda: llm17.check_swiglu(
+            lambda x, wg, wu, wd: (_gelu17(x @ wg) * (x @ wu)) @ wd), ["gelu"]),
+        ("a sigmoid gate", lambda: llm17.check_swiglu(
+            lambda x, wg, wu, wd: ((1 / (1 + np.exp(-(x @ wg)))) * (x @ wu)) @ wd),
+         ["sigmoid of the gate"]),
+    ],
+    "check_dequantize_q4_1": [
+        ("scale and minimum swapped", lambda: llm17.check_dequantize_q4_1(
+            lambda b: _q4_17(b, swap=True)), ["swapped"]),
+        ("nibbles interleaved", lambda: llm17.check_dequantize_q4_1(
+            lambda b: _q4_17(b, order="pairs")), ["interleaved"]),
+        ("high nibbles first", lambda: llm17.check_dequantize_q4_1(
+            lambda b: _q4_17(b, order="high")), ["high nibbles come first"]),
     # 18 · beyond the quadratic
     "check_linear_recurrence": [
         ("the state read before the token is folded in",
@@ -769,6 +797,33 @@ MISCONCEPTIONS = {
             8, "strided", 8, 60, 3), ["mix"]),
     ],
 }
+
+
+def _rms17(x, g, e):
+    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + e) * g
+
+
+def _silu17(z):
+    return z * (1 / (1 + np.exp(-z)))
+
+
+def _gelu17(z):
+    return 0.5 * z * (1 + np.tanh(np.sqrt(2 / np.pi) * (z + 0.044715 * z**3)))
+
+
+def _q4_17(block, swap=False, order="halves"):
+    """A Q4_1 block decoded by plain Python per byte, with one of the slips of exercise 17.3."""
+    block = np.asarray(block)
+    out = np.empty(block.shape[:-1] + (32,))
+    for idx in np.ndindex(block.shape[:-1]):
+        raw = bytes(block[idx].tolist())
+        d, m = np.frombuffer(raw[:4], dtype="<f2").astype(float)
+        d, m = (m, d) if swap else (d, m)
+        low, high = [b & 15 for b in raw[4:]], [b >> 4 for b in raw[4:]]
+        q = {"halves": low + high, "high": high + low,
+             "pairs": [v for pair in zip(low, high) for v in pair]}[order]
+        out[idx] = [d * v + m for v in q]
+    return out
 
 #: Notebook 13's exercises 1 and 2: the model's shape and its cache's number type.
 BYTES13 = 4

@@ -76,7 +76,9 @@ COURSE = [
      "Two heads that divide a job, grown from scratch in a two-layer model, tested by ablation."),
     ("16-todays-attention.ipynb", "Attention in today's models",
      "Grouped-query heads, a rolling sliding-window cache, attention sinks, measured."),
-    # 17-a-real-llm.ipynb goes here (another branch); the lead fixes the final order
+    ("17-a-real-llm.ipynb", "A real LLM",
+     "SmolLM2-135M run by the course's numpy code: it answers; its sinks and induction heads, "
+     "measured."),
     ("18-beyond-quadratic.ipynb", "Beyond the quadratic",
      "Linear attention, sparse patterns and latent (MLA) caches: computed, counted, measured."),
     ("appendix-errata.ipynb", "Appendix: the article's numbers, traced",

@@ -43,6 +43,7 @@ MAIN_CONTROLS = {
     "positions_explorer": ("offset",),
     "kv_cache_explorer": ("n_kv_heads", "window"),
     "induction_explorer": ("ablation", "step"),
+    "llm_explorer": ("layer",),
     "beyond_explorer": ("method", "n"),
 }
 WHEN = {("mask_explorer", "window"): lambda now: now.get("kind") == "sliding window"}

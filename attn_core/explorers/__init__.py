@@ -18,6 +18,7 @@ module                 explorer
 ``positions``          ``positions_explorer``: the score against the query-key offset, four schemes
 ``kv_cache``           ``kv_cache_explorer``: grouped-query heads, a rolling window, sinks, memory
 ``induction``          ``induction_explorer``: induction heads through training, ablation switch
+``llm``                ``llm_explorer``: a real LLM answering; a head, a window and sinks
 ``beyond_quadratic``   ``beyond_explorer``: windows, sparse patterns, linear and latent attention
 =====================  ==============================================================
 
@@ -26,8 +27,9 @@ Each explorer's factory and class are re-exported here, so a notebook's Try-it c
 :mod:`attn_core` that import ipywidgets; they compute with the maths modules and draw with
 :mod:`attn_core.figures`, nothing else.
 
-The model explorer is imported on first use (``explorers.model`` loads the encoder, which
-needs scipy: about half a second that the other notebooks need not spend).
+The model explorer and the LLM explorer are imported on first use (``explorers.model`` loads
+the encoder, which needs scipy: about half a second that the other notebooks need not spend;
+``explorers.llm`` loads the GGUF reader and the 540 MB model).
 """
 
 from .base import Explorer, read_tables
@@ -53,6 +55,7 @@ __all__ = [
     "KVCacheExplorer",
     "HeadsExplorer",
     "InductionExplorer",
+    "LLMExplorer",
     "MaskExplorer",
     "ModelExplorer",
     "PositionsExplorer",
@@ -65,6 +68,7 @@ __all__ = [
     "cost_explorer",
     "gpt_explorer",
     "kv_cache_explorer",
+    "llm_explorer",
     "heads_explorer",
     "induction_explorer",
     "mask_explorer",
@@ -85,4 +89,8 @@ def __getattr__(name):
         from . import model
 
         return getattr(model, name)
+    if name in ("LLMExplorer", "llm_explorer"):
+        from . import llm
+
+        return getattr(llm, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

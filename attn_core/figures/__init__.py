@@ -34,6 +34,8 @@ module                 figures
 ``kv_cache``           today's KV cache: head sharing, window + sinks, bytes per token
 ``beyond_quadratic``   notebook 18: a method's cells, its cost against n, its memory
 ``induction``          induction heads: both copies' losses, two heads' maps (notebook 15)
+``real_llm``           the real LLM (17): first-token weight by layer; a head's map beside
+                       the windowed losses
 ``alt``                a sentence saying what a figure shows, in the output's metadata
 =====================  ==============================================================
 
@@ -65,6 +67,7 @@ from . import (
     model_roles,
     positions,
     products,
+    real_llm,
     training,
 )
 from .alt import *  # noqa: F403
@@ -88,13 +91,14 @@ from .model_panels import *  # noqa: F403
 from .model_roles import *  # noqa: F403
 from .positions import *  # noqa: F403
 from .products import *  # noqa: F403
+from .real_llm import *  # noqa: F403
 from .training import *  # noqa: F403
 
 _MODULES = (alt, bars, base, beyond_length, beyond_quadratic, cells, gpt, head_grids,
             head_mosaics, heatmaps,
             induction, kv_cache, lines,
             mask_grids, model_axes, model_base, model_every_head, model_head_maps, model_panels,
-            model_roles, positions, products, training)
+            model_roles, positions, products, real_llm, training)
 __all__ = sorted({name for module in _MODULES for name in module.__all__})
 
 alt.register()  # in a notebook kernel: every displayed figure carries its alt text

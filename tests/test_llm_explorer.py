@@ -1,0 +1,111 @@
+"""The LLM explorer (notebook 17) and its figures: the answer shown is the model's, the map is
+the chosen head's, the loss is the stored table's, a question never blocks, a superseded
+answer is dropped, and a bad question is named in the error box.
+
+The explorer runs the real SmolLM2 (installed by make setup); building it takes a few seconds,
+so one explorer is shared by the module's tests.
+"""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from attn_core import figures  # noqa: E402
+from attn_core.explorers import llm as lx  # noqa: E402
+from attn_core.model.llm_file import load_llm  # noqa: E402
+from attn_core.model.llm_generate import chat  # noqa: E402
+from attn_core.model.llm_measures import load_measurements  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def ex():
+    return lx.llm_explorer(background=False)
+
+
+def test_default_answer_and_map_are_the_models(ex):
+    reply = chat(lx.DEFAULT_QUESTION, greedy=True, max_new=lx.MAX_NEW)
+    shown = ex.shown()
+    assert reply.text and reply.text in shown["answer"]
+    assert np.array_equal(ex.reply.new_ids, reply.new_ids)
+    ids = np.concatenate([reply.prompt_ids, reply.new_ids])
+    maps = lx.conversation_maps(load_llm(), ids)
+    n = len(ids)
+    shown_n = min(n, lx.MAX_SHOWN)
+    expected = maps[lx.DEFAULT_LAYER - 1, lx.DEFAULT_HEAD - 1][-shown_n:, -shown_n:]
+    np.testing.assert_allclose(shown["map"], expected, atol=1e-6)
+    np.testing.assert_allclose(np.nansum(shown["map"], axis=-1), 1, atol=1e-5)  # causal rows
+
+
+def test_layer_head_window_and_sinks_move_what_they_should(ex):
+    before = ex.shown()
+    ex.controls["layer"].value = 20
+    ex.controls["head"].value = 4
+    after = ex.shown()
+    assert ex.errors == []
+    assert not np.allclose(before["map"], after["map"])
+    assert after["answer"] == before["answer"]  # no new decoding for a head
+    table = load_measurements()["windows"]["table"]
+    for window, sinks in ((128, 1), (64, 0), (256, 4)):
+        ex.controls["window"].value = window
+        ex.controls["sinks"].value = sinks
+        shown = ex.shown()
+        row = table[f"{window}+{sinks}"]
+        assert shown["marker"] == (float(window), pytest.approx(row["loss"]))
+        assert shown["window_loss"][0] == pytest.approx(row["loss"], abs=1e-3)
+        assert shown["window_loss"][1] == pytest.approx(table["full"]["loss"], abs=1e-3)
+
+
+def test_a_question_in_the_background_never_blocks_and_a_superseded_one_is_dropped(ex):
+    ex.background = True
+    try:
+        answers = ex.answers
+        ex.controls["question"].value = "Write a long poem about the sea."
+        assert "working" in ex.shown()["status"]  # returned at once, the worker decodes
+        ex.controls["question"].value = "What is 2 + 2?"  # supersedes the poem
+        ex.wait()
+        assert ex.errors == []
+        assert ex.answers == answers + 1  # the poem was stopped, never drawn
+        assert "2 + 2" in ex.shown()["answer"] and "Answered" in ex.shown()["status"]
+        expected = chat("What is 2 + 2?", greedy=True, max_new=lx.MAX_NEW).text
+        assert expected in ex.shown()["answer"]
+    finally:
+        ex.background = False
+
+
+def test_a_blank_question_is_named_in_the_error_box(ex):
+    with pytest.raises(ValueError, match="question"):
+        ex.controls["question"].value = "   "
+    assert ex.error_box.layout.display != "none"
+    assert "question" in ex.error_box.value
+    ex.controls["question"].value = lx.DEFAULT_QUESTION
+    assert ex.error_box.layout.display == "none"
+
+
+def test_bad_arguments_are_clear_errors():
+    with pytest.raises(ValueError, match="top_k"):
+        lx.llm_explorer(top_k=7, background=False)
+    with pytest.raises(ValueError, match="window"):
+        lx.llm_explorer(window=100, background=False)
+
+
+def test_figures_draw_what_they_are_given_and_refuse_bad_input():
+    windows, curves, full = lx.window_curves(load_measurements())
+    w = np.tril(np.ones((3, 3))) / np.arange(1, 4)[:, None]
+    art = figures.llm_figure(w, ["<|im_start|>", " the", "\n"], windows, curves, full,
+                             window=windows[1], n_sink=1)
+    assert art.marker.get_data()[0][0] == windows[1]
+    assert [t.get_text() for t in art.map.ax.get_xticklabels()] == ["<|im_…", "␣the", "↵"]
+    with pytest.raises(ValueError, match="window"):
+        figures.update_llm_loss(art, 99, 0)
+    with pytest.raises(ValueError, match="n_sink"):
+        figures.update_llm_loss(art, windows[0], 2)
+    plt.close(art.figure)
+    lines = figures.sink_profile(np.full((2, 4), 0.5), np.full((2, 4), 0.01), ["a", "b"])
+    assert len(lines) == 2 and list(lines[0].get_ydata()) == [0.5] * 4
+    plt.close(lines[0].figure)
+    with pytest.raises(ValueError, match="labels"):
+        figures.sink_profile(np.zeros((2, 4)), np.zeros((2, 4)), ["only one"])
