@@ -765,6 +765,7 @@ MISCONCEPTIONS = {
             lambda b: _q4_17(b, order="pairs")), ["interleaved"]),
         ("high nibbles first", lambda: llm17.check_dequantize_q4_1(
             lambda b: _q4_17(b, order="high")), ["high nibbles come first"]),
+    ],
     # 18 · beyond the quadratic
     "check_linear_recurrence": [
         ("the state read before the token is folded in",
