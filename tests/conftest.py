@@ -14,12 +14,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 # Before anything imports matplotlib (pytest loads this file before collecting attn_core's
 # doctests when run from the repo root).
 os.environ["MPLBACKEND"] = "Agg"
 if "matplotlib" in sys.modules:  # imported early by some plugin: switch it now
     sys.modules["matplotlib"].use("Agg")
+
+# Hypothesis times every example (a 200 ms deadline) and warns about slow data generation: on
+# a busy machine both fail tests for the clock's sake, not the code's (issue 32). The course's
+# property tests run without either, everywhere (a test's own @settings keeps the rest).
+settings.register_profile("course", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("course")
 
 # pytester lets tests/test_environment.py run pytest on a tiny example to check the
 # torch gate below.
