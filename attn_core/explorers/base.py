@@ -43,6 +43,7 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from .. import figures
+from ..threads import blas_threads, on_learner_threads
 from .colors import *  # noqa: F403  (re-exported: tests check these colour pairs)
 from .colors import _CELL_CSS, _ERROR_CSS, _HEAD_CSS, _HIGHLIGHT_CSS, _TABLE_CSS, THEME_CSS
 from .notes import _Controls, _holds, dark_png, note_ranges
@@ -274,10 +275,16 @@ class Explorer:
     Subclasses build their controls and figure, then call :meth:`_start`. Every change
     of a control runs :meth:`_update` through :meth:`_guard`, which records any exception
     in ``.errors``, shows it in a red box inside the widget (ipywidgets would only log
-    it), and raises it again.
+    it), and raises it again. Every subclass's constructor and every update run on the
+    learner's BLAS threads (:mod:`attn_core.threads`).
     """
 
     title = "explorer"
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:  # the constructor computes the first picture
+            cls.__init__ = on_learner_threads(cls.__dict__["__init__"])
 
     def __init__(self):
         self.controls = _Controls(self)
@@ -316,7 +323,8 @@ class Explorer:
 
     def _guard(self, fn, *args):
         try:
-            fn(*args)
+            with blas_threads():
+                fn(*args)
         except Exception as exc:
             self._report(exc)
             raise

@@ -25,7 +25,6 @@ import html
 
 import ipywidgets as W
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from .. import figures
 from ..nn.checkpoint import load_checkpoint
@@ -56,8 +55,6 @@ N_BARS = 16
 MAX_SHOWN = 32
 TEMPERATURES = (0.1, 2.0, 0.05)  # min, max, step of the temperature slider
 TOP_KS = (1, 2, 3, 5, 10, 20, 40)  # then "all" (the whole vocabulary)
-#: BLAS threads for the model (see the model explorer: one is quickest on a shared machine).
-MODEL_THREADS = 1
 PROMPT_WIDTH = "560px"
 _TEXT_CSS = ("font-family:monospace;font-size:13px;white-space:pre-wrap;max-width:680px;"
              f"color:{TEXT_COLOR};margin:4px 0")
@@ -183,8 +180,7 @@ class GPTExplorer(Explorer):
         ids = self.vocab.encode(text)  # names every character outside the vocabulary
         n_ctx = self.checkpoint.config.n_ctx
         window = ids[-n_ctx:]  # the model sees at most n_ctx characters
-        with threadpool_limits(MODEL_THREADS):
-            logits, weights = gpt_forward(self.params, self.checkpoint.config, window)
+        logits, weights = gpt_forward(self.params, self.checkpoint.config, window)
         self.forward_passes += 1
         self._prompt_text = text
         self._prompt = (text[-n_ctx:], ids, np.asarray(logits[-1], dtype=float),
@@ -198,10 +194,9 @@ class GPTExplorer(Explorer):
         key = (self._prompt_text, temperature, top_k, self.seed)
         if key == self._sample_key:
             return self._generation
-        with threadpool_limits(MODEL_THREADS):
-            self._generation = generate(self.params, self.checkpoint.config, self._prompt[1],
-                                        self.n_new, temperature=temperature, top_k=top_k,
-                                        seed=self.seed)
+        self._generation = generate(self.params, self.checkpoint.config, self._prompt[1],
+                                    self.n_new, temperature=temperature, top_k=top_k,
+                                    seed=self.seed)
         self._sample_key = key
         self.samples += 1
         return self._generation

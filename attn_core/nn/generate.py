@@ -23,6 +23,7 @@ from .._validate import as_float_array, check_positive_int
 from ..decoding import append_kv, decode_step, empty_cache
 from ..multihead import _affine, _merge, _split
 from ..softmax import stable_softmax
+from ..threads import on_learner_threads
 from .block import block_params
 from .embeddings import _embed, check_ids
 from .gpt import LN_EPS, GPTConfig, check_params
@@ -211,6 +212,7 @@ def _draw(rng, probs):
                    len(probs) - 1))
 
 
+@on_learner_threads
 def generate(params, config, prompt_ids, n_new, temperature=1.0, top_k=None, seed=0,
              keep=None):
     """Sample ``n_new`` tokens after ``prompt_ids`` through the KV cache.
