@@ -275,15 +275,14 @@ class Explorer:
     Subclasses build their controls and figure, then call :meth:`_start`. Every change
     of a control runs :meth:`_update` through :meth:`_guard`, which records any exception
     in ``.errors``, shows it in a red box inside the widget (ipywidgets would only log
-    it), and raises it again. Every subclass's constructor and every update run on the
-    learner's BLAS threads (:mod:`attn_core.threads`).
+    it), and raises it again. Constructors and updates run on the learner's BLAS threads.
     """
 
     title = "explorer"
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, **kwargs):  # the constructor computes the first picture
         super().__init_subclass__(**kwargs)
-        if "__init__" in cls.__dict__:  # the constructor computes the first picture
+        if "__init__" in cls.__dict__:
             cls.__init__ = on_learner_threads(cls.__dict__["__init__"])
 
     def __init__(self):
