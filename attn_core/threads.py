@@ -6,8 +6,11 @@ other at every product: the tiny GPT's training step took 922 ms with two thread
 with one (COURSE.md, turn-4 facts; ``benchmarks/bench_gpt.py`` measures it again, beside two
 busy processes, in its "busy machine" rows). The course's matrices are small (a few hundred
 rows at most for the toys, 576 x 1536 for the real LLM's decoding step), so one thread loses
-little on a quiet machine (at most the second core's share, measured 1.0-1.4x on these
-sizes) and never multiplies a step's time on a busy one (x3 to x18 measured with two).
+little on a quiet machine and never multiplies a step's time on a busy one. Measured
+(``benchmarks/bench_gpt.py``, the tiny GPT's training step): quiet, 46 ms on one thread and
+47 ms on two; beside two busy processes, 1.1 s on one and 36 s on two. (The 12-piece
+pretrained encoder pass: 22 ms on one thread, 16 ms on two when quiet, 200-1000 ms on two
+under load.) A rule by product size would buy at most that 1.4x, and only on a quiet machine.
 
 Every path a learner meets runs inside :func:`blas_threads`: the explorers (every update and
 every constructor, through :class:`attn_core.explorers.base.Explorer`), the live training
