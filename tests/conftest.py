@@ -114,8 +114,19 @@ def pytest_configure(config):
             config.option.nbval_sanitize_with = str(candidate)
 
 
+#: The longest test files, longest first. pytest-xdist (--dist loadfile) hands files to its
+#: workers in collection order, a batch to each at the start, and never moves a file once
+#: handed out: a long file collected late makes one worker finish long after the other. So
+#: these come first, one to each worker, and the many short files fill in behind them.
+LONGEST_FIRST = ("test_grading.py", "test_browser.py", "test_classroom.py",
+                 "test_static_html.py", "test_learner_copy.py", "test_pretrained_crosscheck.py",
+                 "test_binder.py", "test_scaling_table.py")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files stay whole
     # A test that uses the fixture counts as a torch test, so `-m "not torch"` leaves it out.
     for item in items:
         names = getattr(item, "fixturenames", ())
