@@ -105,6 +105,12 @@ def requires_transformers():
 
 
 def pytest_configure(config):
+    # The test processes run on the learner's BLAS threads too (attn_core.threads): with
+    # pytest-xdist's workers on both cores, a second BLAS thread per worker only waits for a
+    # core the other worker holds (tests that compare thread counts say so themselves).
+    from attn_core.threads import blas_threads
+
+    config._course_blas_limit = blas_threads()
     # nbval opens the sanitize file relative to the current directory; make the path in
     # pyproject.toml work from any directory by resolving it against the repo root.
     path = getattr(config.option, "nbval_sanitize_with", None)
