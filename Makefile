@@ -10,8 +10,9 @@
 #   make test        make lint, then the whole test suite (unit, doctests, every notebook
 #                    via nbval, browser, Binder, classroom), then make test-rounding; what CI runs
 #   make test-rounding  the notebooks again with numpy's AVX-512 kernels switched off (the
-#                    rounding of a CPU without AVX-512), and those with trained weights with
-#                    every weight nudged by one ulp: the stored outputs must not change
+#                    rounding of a CPU without AVX-512), their exercises answered (every check
+#                    must say right: tools/solved_for_nbval.py), and those with trained weights
+#                    with every weight nudged by one ulp: the stored outputs must not change
 #   make lint        ruff over attn_core, tests, tools, benchmarks and notebooks (rules in
 #                    pyproject.toml; `.venv/bin/python -m ruff check --fix ...` fixes many)
 #   make notebooks   regenerate navigation, re-execute every notebook, store its outputs
@@ -152,9 +153,10 @@ PERTURBED_NOTEBOOKS := notebooks/11-a-real-model.ipynb notebooks/12-learning-att
   $(wildcard notebooks/18-*.ipynb)
 # What make check leaves to make test: tests marked slow (the GPT's training re-run among them),
 # real browsers, Binder, the hub, the static edition, the
-# learner's-copy round trip, executed solution notebooks, the 20-seed table's regeneration and the
-# transformers cross-check (it loads the pretrained model twice).
-CHECK_SKIP := browser static_html binder classroom learner_copy solutions scaling_table \
+# learner's-copy round trip, the 20-seed table's regeneration and the
+# transformers cross-check (it loads the pretrained model twice). (The solved notebooks run in
+# make test-rounding.)
+CHECK_SKIP := browser static_html binder classroom learner_copy scaling_table \
   pretrained_crosscheck
 
 check: lint
@@ -165,10 +167,14 @@ test: lint
 	MPLBACKEND=Agg $(PY) -m pytest $(XDIST) --nbval-cell-timeout=$(CELL_TIMEOUT) $(ARGS)
 	@$(MAKE) --no-print-directory test-rounding
 
+# The AVX-512-off pass runs every notebook once, as tools/solved_for_nbval.py copies it into
+# build/solved/: every stored output compared again, and every exercise answered and checked
+# (one execution for both guarantees).
 test-rounding: setup
 	@$(PY) tools/cpu_dispatch.py
+	$(PY) tools/solved_for_nbval.py
 	NPY_DISABLE_CPU_FEATURES="$(NO_AVX512)" MPLBACKEND=Agg $(PY) -m pytest $(XDIST) \
-	  --nbval-cell-timeout=$(CELL_TIMEOUT) notebooks
+	  --nbval-cell-timeout=$(CELL_TIMEOUT) build/solved
 	ATTN_CORE_PERTURB_INIT=1 MPLBACKEND=Agg $(PY) -m pytest $(XDIST) \
 	  --nbval-cell-timeout=$(CELL_TIMEOUT) $(PERTURBED_NOTEBOOKS)
 

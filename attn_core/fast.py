@@ -21,7 +21,6 @@ module computes the same output (not the weights) with four levers, each measure
   last query are visited.
 """
 
-import contextlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -36,6 +35,7 @@ from ._validate import (
     check_scale,
     checked_later,
 )
+from .threads import blas_threads
 
 #: Bytes of scores per query block (one block per thread at a time): small enough for the
 #: L2 cache of one core, large enough that the products get many rows.
@@ -52,25 +52,6 @@ SAFE_BOUND = {np.dtype(np.float32): 40.0, np.dtype(np.float64): 300.0}
 DEFAULT_THREADS = os.cpu_count() or 1
 
 _POOLS = {}
-_BLAS = []  # the threadpoolctl controller, made on first use ([None] without threadpoolctl)
-
-
-def _one_blas_thread():
-    """While the pool runs, BLAS runs single-threaded inside each worker.
-
-    Otherwise every worker's small product would wake all of BLAS's own threads, and two
-    levels of threads fight over the same cores. Needs ``threadpoolctl`` (pinned in
-    requirements.txt); without it the products keep BLAS's threads.
-    """
-    if not _BLAS:
-        try:
-            from threadpoolctl import ThreadpoolController
-            _BLAS.append(ThreadpoolController())
-        except ImportError:  # pragma: no cover - optional
-            _BLAS.append(None)
-    if _BLAS[0] is None:  # pragma: no cover - optional
-        return contextlib.nullcontext()
-    return _BLAS[0].limit(limits=1, user_api="blas")
 
 
 def _pool(threads):
@@ -232,7 +213,9 @@ def fast_attention(q, k, v, mask=None, scale=None, *, causal=False, threads=None
             allowed[:, i0:stop] &= ~later
         return allowed.any(axis=-1, keepdims=True)
 
-    with _one_blas_thread():
+    # BLAS on one thread while the pool runs (attn_core.threads): otherwise every worker's
+    # small product would wake all of BLAS's own threads, two levels fighting for the cores.
+    with blas_threads(1):
         if threads == 1 or len(tasks) == 1:
             for task in tasks:
                 run(task)

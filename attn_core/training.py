@@ -16,7 +16,6 @@ Several seeds train at once as a *population*: every parameter has a leading see
 is a mean over its own seed's batch), so one vectorised step is ``S`` independent steps.
 """
 
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,12 +35,7 @@ from .nn.optim import SGD, AdamW
 from .positions import sinusoidal_positions  # one implementation: the positions module's
 from .softmax import stable_softmax
 from .tasks import Batch, check_task, make_batch, n_classes
-
-try:  # small matrices: one BLAS thread is faster than several fighting over a busy machine
-    from threadpoolctl import threadpool_limits
-except ImportError:  # pragma: no cover - threadpoolctl is in requirements.txt
-    def threadpool_limits(limits):
-        return nullcontext()
+from .threads import blas_threads
 
 POSITIONS = (None, "learned", "sinusoidal")
 
@@ -256,7 +250,7 @@ def train(task="lookup", d_k=16, scaled=True, seeds=(0,), steps=300, lr=0.01, ba
     scale = None if scaled else 1.0
     keep = set(np.linspace(0, steps, snapshots).round().astype(int).tolist())
     losses, snap_steps, snap_weights = np.empty((len(seeds), steps)), [], []
-    with threadpool_limits(1):
+    with blas_threads():
         params = init_params(rngs, n_features, n_classes(task), n, d_model=d_model, d_k=d_k,
                              positions=positions, qk_gain=qk_gain)
         opt = OPTIMISERS[optimiser](lr)
@@ -297,7 +291,7 @@ def init_gradient_norms(task="lookup", d_k=16, scaled=True, seeds=(0,), batch=25
     seeds, d_k = check_int_sequence(seeds, "seeds"), check_positive_int(d_k, "d_k")
     batch = check_positive_int(batch, "batch")
     rngs = [np.random.default_rng(s) for s in seeds]
-    with threadpool_limits(1):
+    with blas_threads():
         params = init_params(rngs, *_sizes(task), d_k=d_k)
         b = population_batch(task, rngs, batch)
         _, grads, parts = loss_and_grads(params, b, None if scaled else 1.0)

@@ -138,3 +138,44 @@ def interleaved(contenders, rounds):
     from attn_core.cost import interleaved_times
 
     return interleaved_times(contenders, rounds)
+
+
+#: A CPU-bound loop that ends by itself after ``seconds`` (so a killed benchmark leaves no load).
+_BUSY_CODE = ("import sys, time\nend = time.monotonic() + float(sys.argv[1])\n"
+              "while time.monotonic() < end:\n    pass\n")
+
+
+class BusyLoops:
+    """``n`` CPU-bound processes beside the code in the ``with`` block: a busy machine on demand.
+
+    Each is a plain Python loop (no numpy, no thread pool) that stops by itself after
+    ``seconds`` at the latest; leaving the block stops them all. ``stress-ng --cpu n`` would
+    do the same where Debian's package is installed; this needs nothing but Python.
+    """
+
+    def __init__(self, n=2, seconds=3600):
+        self.n, self.seconds, self.procs = n, seconds, []
+
+    def __enter__(self):
+        import sys
+        self.procs = [subprocess.Popen([sys.executable, "-c", _BUSY_CODE, str(self.seconds)],
+                                       stdin=subprocess.DEVNULL)
+                      for _ in range(self.n)]
+        time.sleep(0.5)  # let them reach their loops
+        return self
+
+    def __exit__(self, *exc):
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.procs = []
+        return False
+
+    def describe(self):
+        return (f"{self.n} CPU-bound Python processes (busy loops, started and stopped by the "
+                "benchmark) running beside it")

@@ -11,7 +11,10 @@ Sections (each prints a table; both go to benchmarks/RESULTS.md as the section
    ``F.scaled_dot_product_attention(is_causal=True)``; the backend PyTorch picks is read
    with ``torch._fused_sdp_choice`` on the step's own tensors and printed. Both on 2
    threads; the two alternate round by round (rotating order, as bench_attention.py does)
-   and the ratio is the median of the per-round ratios.
+   and the ratio is the median of the per-round ratios. Then the same step again while two
+   CPU-bound processes run beside it (``_machine.BusyLoops``, started and stopped here):
+   numpy on two BLAS threads, numpy on one (the course's rule, ``attn_core.threads``) and
+   PyTorch, as ratios to PyTorch's busy step in that one run.
 2. sampling, tokens per second, 64, 256 and 1024 tokens from a one-token prompt:
    ``attn_core.nn.generate`` (KV cache) against a loop that recomputes ``gpt_forward``
    over the whole prefix for every token (same sampling). The full run's n_ctx is 64, and
@@ -39,7 +42,7 @@ import _results  # noqa: E402
 OVERRIDES = _machine.prepare_environment()  # re-execs this script once
 
 import numpy as np  # noqa: E402
-from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
+from threadpoolctl import threadpool_info  # noqa: E402
 
 from attn_core.nn import (  # noqa: E402
     AdamW,
@@ -51,12 +54,17 @@ from attn_core.nn import (  # noqa: E402
     is_decayed,
 )
 from attn_core.nn.generate import _draw, generate, next_token_probs  # noqa: E402
+from attn_core.threads import LEARNER_THREADS, blas_threads  # noqa: E402
 
 THREADS = 2
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 SECTION = "## Tiny GPT (bench_gpt.py)"
 SAMPLE_LENGTHS = (64, 256, 1024)
 GOAL_RATIO = 1.5
+#: The step beside two busy processes: numpy on 2 BLAS threads, on the learner rule's
+#: thread count (attn_core.threads), and the peer.
+BUSY_ROWS = ("numpy step, 2 BLAS threads, busy", "numpy step, 1 BLAS thread (the course's rule), "
+             "busy", "PyTorch, busy")
 
 
 def full_run_shapes():
@@ -138,7 +146,7 @@ def train_section(torch, rounds):
     ours_1 = numpy_step(config, {k: v.copy() for k, v in params.items()}, x, y, train)
 
     def ours_one_thread():
-        with threadpool_limits(limits=1):
+        with blas_threads(LEARNER_THREADS):
             return ours_1()
 
     times, _ = _machine.interleaved({"attn_core.nn (numpy)": ours, "PyTorch": theirs,
@@ -146,8 +154,16 @@ def train_section(torch, rounds):
                          "numpy forward + loss": ours_forward,
                          "PyTorch forward + loss (no grad)": theirs_forward}, rounds)
     ratio = float(np.median(np.array(times["attn_core.nn (numpy)"]) / np.array(times["PyTorch"])))
+    # The same contenders beside two busy processes: what a learner's laptop in a video call
+    # does to a step on two BLAS threads, and what the course's one thread does instead.
+    busy_rounds = max(3, rounds // 3)
+    with _machine.BusyLoops(2, seconds=600) as busy, _machine.LoadMeter() as meter:
+        busy_times, _ = _machine.interleaved({
+            BUSY_ROWS[0]: ours, BUSY_ROWS[1]: ours_one_thread, BUSY_ROWS[2]: theirs},
+            busy_rounds)
     return dict(config=config, batch=train["batch"], times=times, ratio=ratio, first=first,
-                backend=sdpa_backend(torch, config, x))
+                backend=sdpa_backend(torch, config, x), busy_times=busy_times,
+                busy_load=f"{busy.describe()}; {meter.summary()}")
 
 
 # --- 2. sampling -----------------------------------------------------------------------------
@@ -156,6 +172,11 @@ def generate_recompute(params, config, prompt, n_new, seed=0):
     """The slow way: a full causal forward over the whole prefix for every new token."""
     rng = np.random.default_rng(seed)
     ids = list(prompt)
+    with blas_threads():  # the same BLAS threads as generate (the learner rule)
+        return _recompute(params, config, ids, n_new, rng)
+
+
+def _recompute(params, config, ids, n_new, rng):
     for _ in range(n_new):
         logits, _ = gpt_forward(params, config, np.array(ids[-config.n_ctx:]))
         ids.append(_draw(rng, next_token_probs(logits[-1])))
@@ -207,6 +228,7 @@ def lines(train, sample_config, samples, load, started, info):
           "which is how tools/train_gpt.py trains: on a loaded machine OpenBLAS's two threads "
           "wait for each other. The last two rows time the forward pass and the loss alone: "
           "the rest of a step is the backward pass, the clip and AdamW.)", "",
+          *busy_lines(train), "",
           f"Goal: numpy within x{GOAL_RATIO} of PyTorch: **{goal}** (median of the per-round "
           f"ratios over {len(train['times']['PyTorch'])} interleaved rounds). PyTorch's "
           f"attention backend for these shapes (`torch._fused_sdp_choice`, with gradients): "
@@ -219,10 +241,28 @@ def lines(train, sample_config, samples, load, started, info):
     for r in samples:
         md.append(f"| {r['n']} | {r['kv']:.0f} | {r['full']:.0f} | x{r['speedup']:.1f} | "
                   f"{'yes' if r['same'] else 'NO'} |")
-    md += ["", "The recompute loop runs `gpt_forward` over the whole prefix for every token "
+    md += ["", "Both run on the course's one BLAS thread (`attn_core.threads`). "
+           "The recompute loop runs `gpt_forward` over the whole prefix for every token "
            "(O(t^2) attention per token); the KV cache runs each token once per layer and "
            "attends with one query over the cache (`attn_core.decoding`). Both draw from the "
            "same distributions with the same seed, so they produce the same tokens.", ""]
+    return md
+
+
+def busy_lines(train):
+    """The busy machine's table: each row's median step and its ratio to PyTorch's (the median
+    of the per-round ratios)."""
+    times = {k: np.array(v) for k, v in train["busy_times"].items()}
+    peer = times[BUSY_ROWS[2]]
+    md = ["### The same step beside two busy processes", "",
+          f"Measured in the same run: {train['busy_load']}; {len(peer)} interleaved rounds.", "",
+          "| | median per step | x PyTorch (busy) |", "|---|---:|---:|"]
+    for name in BUSY_ROWS:
+        md.append(f"| {name} | {1e3 * np.median(times[name]):.1f} ms | "
+                  f"{np.median(times[name] / peer):.2f} |")
+    md += ["", "(Two OpenBLAS threads wait for each other at every product while the other core "
+           "is taken; one thread does not wait. Every path a learner meets runs on "
+           "`attn_core.threads.blas_threads()`: one thread.)"]
     return md
 
 
@@ -245,7 +285,7 @@ def main():
     import torch
     torch.set_num_threads(THREADS)
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    with threadpool_limits(limits=THREADS), _machine.LoadMeter() as m:
+    with blas_threads(THREADS), _machine.LoadMeter() as m:
         train = train_section(torch, 5 if args.quick else 15)
         sample_config, samples = sample_section(1 if args.quick else 3, train["config"])
     md = lines(train, sample_config, samples, m.summary(), started, threadpool_info())

@@ -1,19 +1,28 @@
 """How long the contributor's loop (`make check`) and the full suite (`make test`) take, with
-pytest-xdist on both cores against one process, in one run.
+pytest-xdist on both cores against one process, and on both cores while two CPU-bound
+processes run beside the whole run (a busy machine), in one run.
 
     .venv/bin/python benchmarks/bench_test_loop.py            # make check and make test
     .venv/bin/python benchmarks/bench_test_loop.py --check    # make check only (a few minutes)
+    .venv/bin/python benchmarks/bench_test_loop.py --only loaded   # just the busy-machine runs
+
+The busy machine: two plain Python busy loops (``_machine.BusyLoops``: started before the
+command, stopped after it, each ending by itself after 3 hours at the latest). Each run also
+records its CPU time (user + system of make and everything it started), which does not grow
+with the machine's load the way wall-clock time does.
 
 Runs in this checkout's .venv (with the extras CI installs, where present: torch,
 transformers, Playwright, Chromium, the classroom's environment), without CI=true, so the one
 test that builds a fresh 700 MB Binder environment is skipped, as on a contributor's machine.
-Each command is timed once with JOBS=2 and once with JOBS=1, in that order, with the load of
-the machine meanwhile; the table goes into benchmarks/RESULTS.md between the test-loop markers
-(bench_attention.py keeps that block when it rewrites the file) and into
+Each command is timed with JOBS=2, with JOBS=1, and with JOBS=2 beside two busy processes, in
+that order, with the load of the machine meanwhile; the table goes into benchmarks/RESULTS.md
+between the test-loop markers (bench_attention.py keeps that block when it rewrites the
+file) and into
 benchmarks/test_loop_timings.json.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -32,32 +41,53 @@ TIMINGS = ROOT / "benchmarks" / "test_loop_timings.json"
 SUMMARY = re.compile(r"=+ (.* in [\d.]+s.*?) =+$")
 
 
-def run(target, jobs, logdir):
+#: The runs of each command: (key in the JSON, JOBS, busy processes beside it).
+RUNS = (("2", 2, 0), ("1", 1, 0), ("2-loaded", 2, 2))
+LIMIT = 3 * 3600  # seconds: a run that takes longer is stopped (and so are the busy loops)
+
+
+def run(target, jobs, logdir, busy=0):
     env = {k: v for k, v in os.environ.items() if k != "CI"}
-    log = logdir / f"{target}-jobs{jobs}.log"
-    with _machine.LoadMeter() as meter, open(log, "w") as f:
+    log = logdir / f"{target}-jobs{jobs}{'-loaded' if busy else ''}.log"
+    loops = _machine.BusyLoops(busy, seconds=LIMIT) if busy else contextlib.nullcontext()
+    with loops, _machine.LoadMeter() as meter, open(log, "w") as f:
         start = time.perf_counter()
-        proc = subprocess.run(["make", target, f"JOBS={jobs}"], cwd=ROOT, env=env, stdout=f,
-                              stderr=subprocess.STDOUT, timeout=3 * 3600)
+        proc = subprocess.Popen(["make", target, f"JOBS={jobs}"], cwd=ROOT, env=env, stdout=f,
+                                stderr=subprocess.STDOUT)
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)  # usage: make and all it waited for
+        except KeyboardInterrupt:
+            proc.kill()
+            raise
         seconds = time.perf_counter() - start
     summaries = [m.group(1) for m in map(SUMMARY.match, log.read_text().splitlines()) if m]
-    return {"seconds": round(seconds, 1), "rc": proc.returncode, "pytest": summaries,
-            "load": meter.summary()}
+    return {"seconds": round(seconds, 1), "rc": os.waitstatus_to_exitcode(status),
+            "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1), "pytest": summaries,
+            "load": meter.summary(),
+            "beside": _machine.BusyLoops(busy).describe() if busy else "nothing started"}
+
+
+def _cell(r):
+    if r is None:
+        return "not measured"
+    cpu = f", {r['cpu_seconds']:.0f} s CPU" if "cpu_seconds" in r else ""
+    return f"{r['seconds']:.0f} s{cpu} (rc {r['rc']})"
 
 
 def table(results):
-    lines = ["| command | JOBS=2 (both cores) | JOBS=1 (one process) | JOBS=1 / JOBS=2 |",
-             "| --- | --- | --- | --- |"]
+    lines = ["| command | JOBS=2 (both cores) | JOBS=1 (one process) | JOBS=2 beside two busy "
+             "processes | busy / quiet (JOBS=2) |", "| --- | --- | --- | --- | --- |"]
     for target, by_jobs in results.items():
-        two, one = by_jobs["2"], by_jobs["1"]
-        lines.append(f"| `make {target}` | {two['seconds']:.0f} s (rc {two['rc']}) | "
-                     f"{one['seconds']:.0f} s (rc {one['rc']}) | "
-                     f"{one['seconds'] / two['seconds']:.2f} |")
+        two, one, loaded = (by_jobs.get(key) for key, _, _ in RUNS)
+        ratio = f"{loaded['seconds'] / two['seconds']:.2f}" if two and loaded else "-"
+        lines.append(f"| `make {target}` | {_cell(two)} | {_cell(one)} | {_cell(loaded)} | "
+                     f"{ratio} |")
     lines += ["", "pytest's summaries and the machine's load during each run:", ""]
     for target, by_jobs in results.items():
-        for jobs, r in by_jobs.items():
-            lines.append(f"- `make {target} JOBS={jobs}`: {'; '.join(r['pytest']) or '?'}; "
-                         f"load: {r['load']}")
+        for key, r in by_jobs.items():
+            jobs, beside = key.split("-")[0], " beside two busy processes" * ("loaded" in key)
+            lines.append(f"- `make {target} JOBS={jobs}`{beside}: "
+                         f"{'; '.join(r['pytest']) or '?'}; load: {r['load']}")
     return lines
 
 
@@ -72,19 +102,25 @@ def write_results(record):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="time make check only")
+    ap.add_argument("--only", nargs="+", choices=[key.replace("2-", "") if "-" in key else key
+                                                  for key, _, _ in RUNS],
+                    help="only these runs (2, 1, loaded); the others keep their last figures")
     args = ap.parse_args()
     logdir = ROOT / "artifacts" / "bench-test-loop"
     logdir.mkdir(parents=True, exist_ok=True)
     targets = ["check"] if args.check else ["check", "test"]
-    results = {t: {str(j): run(t, j, logdir) for j in (2, 1)} for t in targets}
+    wanted = [(key, jobs, busy) for key, jobs, busy in RUNS
+              if not args.only or key.replace("2-", "") in args.only]
+    results = {t: {key: run(t, jobs, logdir, busy) for key, jobs, busy in wanted}
+               for t in targets}
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip()
     record = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit,
               "results": results}
-    if TIMINGS.exists() and args.check:  # keep the last make test figures
-        old = json.loads(TIMINGS.read_text())
-        record["results"] = {**{k: v for k, v in old["results"].items() if k != "check"},
-                             **results}
+    if TIMINGS.exists():  # keep the last figures of what was not run this time
+        old = json.loads(TIMINGS.read_text())["results"]
+        record["results"] = {t: {**old.get(t, {}), **results.get(t, {})}
+                             for t in dict.fromkeys([*old, *results])}
     TIMINGS.write_text(json.dumps(record, indent=1) + "\n")
     write_results(record)
     print("\n".join(table(record["results"])))

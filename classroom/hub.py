@@ -111,7 +111,7 @@ class Hub:
         self.proc = None
 
     # -- life ---------------------------------------------------------------------------------
-    def start(self, timeout=90, stdout=None):
+    def start(self, timeout=300, stdout=None):  # seconds: generous for a busy machine
         self.state.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ,
                    CLASSROOM_STATE=str(self.state), CLASSROOM_PORT=str(self.port),

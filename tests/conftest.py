@@ -14,12 +14,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 # Before anything imports matplotlib (pytest loads this file before collecting attn_core's
 # doctests when run from the repo root).
 os.environ["MPLBACKEND"] = "Agg"
 if "matplotlib" in sys.modules:  # imported early by some plugin: switch it now
     sys.modules["matplotlib"].use("Agg")
+
+# Hypothesis times every example (a 200 ms deadline) and warns about slow data generation: on
+# a busy machine both fail tests for the clock's sake, not the code's (issue 32). The course's
+# property tests run without either, everywhere (a test's own @settings keeps the rest).
+settings.register_profile("course", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("course")
 
 # pytester lets tests/test_environment.py run pytest on a tiny example to check the
 # torch gate below.
@@ -97,6 +105,12 @@ def requires_transformers():
 
 
 def pytest_configure(config):
+    # The test processes run on the learner's BLAS threads too (attn_core.threads): with
+    # pytest-xdist's workers on both cores, a second BLAS thread per worker only waits for a
+    # core the other worker holds (tests that compare thread counts say so themselves).
+    from attn_core.threads import blas_threads
+
+    config._course_blas_limit = blas_threads()
     # nbval opens the sanitize file relative to the current directory; make the path in
     # pyproject.toml work from any directory by resolving it against the repo root.
     path = getattr(config.option, "nbval_sanitize_with", None)
@@ -106,8 +120,19 @@ def pytest_configure(config):
             config.option.nbval_sanitize_with = str(candidate)
 
 
+#: The longest test files, longest first. pytest-xdist (--dist loadfile) hands files to its
+#: workers in collection order, a batch to each at the start, and never moves a file once
+#: handed out: a long file collected late makes one worker finish long after the other. So
+#: these come first, one to each worker, and the many short files fill in behind them.
+LONGEST_FIRST = ("test_grading.py", "test_browser.py", "test_classroom.py",
+                 "test_static_html.py", "test_learner_copy.py", "test_pretrained_crosscheck.py",
+                 "test_binder.py", "test_scaling_table.py")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files stay whole
     # A test that uses the fixture counts as a torch test, so `-m "not torch"` leaves it out.
     for item in items:
         names = getattr(item, "fixturenames", ())

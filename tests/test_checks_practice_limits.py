@@ -9,6 +9,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 from attn_core.checks import _practice, practice
 from attn_core.checks._base import NOT_YET, RIGHT
@@ -38,15 +39,38 @@ def _learner_threads():
 
 # --- the time limit ---------------------------------------------------------------------------
 
-def test_an_endless_loop_gets_the_time_limit_feedback_within_six_seconds():
-    start = time.monotonic()
+def test_an_endless_loop_gets_the_time_limit_feedback():
     feedback = practice.check_attention(endless)
-    elapsed = time.monotonic() - start
-    assert elapsed < 6.5, elapsed
     assert not feedback.correct and feedback.message.startswith(NOT_YET)
     assert "did not return within 5 s" in feedback.message
     assert "look for a loop that never ends" in feedback.message
     assert "the worked example" in feedback.message
+
+
+def test_the_limit_counts_the_functions_processor_time_not_the_clock(monkeypatch):
+    """A busy machine stretches the wall clock, not the learner's processor time: a function
+    that waits longer than the limit without computing is still judged on its numbers (and a
+    right answer never times out because other programs share the processor)."""
+    if _practice._thread_cpu_clock() is None:
+        pytest.skip("this system has no per-thread CPU clock: the limit is wall-clock time")
+    monkeypatch.setattr(_practice, "TIME_LIMIT", 0.2)
+
+    def waits(q, k, v, scale=None):
+        time.sleep(0.4)  # twice the limit of wall-clock time, almost no processor time
+        return attention_right(q, k, v, scale)
+
+    assert practice.check_attention(waits).correct
+
+
+def test_a_function_that_waits_forever_is_stopped_by_the_wall_clock(monkeypatch):
+    monkeypatch.setattr(_practice, "TIME_LIMIT", 0.1)
+
+    def sleeps(q, k, v, scale=None):
+        while True:
+            time.sleep(0.01)
+
+    feedback = practice.check_attention(sleeps)
+    assert not feedback.correct and "did not return within" in feedback.message
 
 
 def test_the_runaway_thread_is_stopped_after_the_time_limit(monkeypatch):

@@ -27,7 +27,7 @@ SENTENCE = "The animal crossed the road because it was tired."
 OTHER = "She said it would rain, and it did."
 NO_REPEAT = "Dogs bark loudly."  # no word twice, no word split: same-word score is n/a
 TABLE_ATOL = 5e-4 + 1e-12  # tables show 3 decimals
-#: The explorer runs the model on one BLAS thread (model_explorer.MODEL_THREADS); the
+#: The explorer runs the model on one BLAS thread (attn_core.threads.blas_threads); the
 #: reference runs use the default thread count, so float32 sums may be added in another
 #: order: equal to float32 rounding.
 MODEL_ATOL = 1e-6

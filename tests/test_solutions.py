@@ -1,14 +1,16 @@
 """The solutions built from the notebooks' exercise cells make every check say right.
 
 tools/solutions.py replaces each exercise cell (tagged ``exercise``) by its solution kept in the
-cell's metadata. Here every solved notebook is executed in a fresh kernel (nbclient), and a
-last cell reads the ``correct`` attribute of every Feedback the kernel returned (IPython's
-``Out``), so the test reads the checks' verdicts, not their printed text.
+cell's metadata. Every solved notebook is executed once, by nbval in `make test-rounding`
+(tools/solved_for_nbval.py: the copies keep every other stored output, which nbval compares
+again on the second dispatch configuration, and probes read the ``correct`` attribute of every
+Feedback the kernel returned, so the verdicts are read, not their printed text). Here: that
+every placeholder is an exercise with a solution, that the copies are made as nbval needs
+them, that the probes fail a wrong answer, and the test of answers shown above an exercise
+(``answers_shown_above``, which the probes call).
 """
 
-import functools
 import importlib.util
-import json
 import re
 from pathlib import Path
 
@@ -25,13 +27,6 @@ CHECK_CALL = re.compile(r"^check_\w+\(", re.MULTILINE)
 PLACEHOLDER = re.compile(  # answer = None, a stub that raises, returns None or is `...`
     r"^\s*((answer\w*|prediction|difference) = None\b|raise NotImplementedError"
     r"|(return None|\.\.\.)\s*# your code here)", re.MULTILINE)
-PROBE = """\
-import json as _json
-from attn_core.checks._base import Feedback as _Feedback
-print(_json.dumps({k: bool(v.correct) for k, v in Out.items() if isinstance(v, _Feedback)}))
-"""
-
-
 def read(path):
     return nbformat.read(path, as_version=4)
 
@@ -65,58 +60,90 @@ def test_solve_keeps_the_solution_out_of_the_course_and_in_the_copy():
 
 WITH_EXERCISES = [p for p in NOTEBOOKS if solutions.exercise_cells(read(p))]
 
-#: After each solved exercise cell: keep the answers its solution assigned (answer, answer_1,
-#: ..., prediction, difference) as JSON values, for the test that looks for them above it.
-ANSWER_PROBE = """\
-# probe: answers
-_probe_answers = globals().get("_probe_answers", [])
-_probe_answers.append({{_n: (globals()[_n].tolist() if hasattr(globals()[_n], "tolist")
-                             else globals()[_n]) for _n in {names!r}
-                        if isinstance(globals().get(_n), (bool, int, float, str, tuple, list))
-                        or hasattr(globals().get(_n), "tolist")}})
-"""
-ANSWER_NAME = re.compile(r"^(answer\w*|prediction|difference)\s*=", re.MULTILINE)
-ANSWERS_OUT = "print(_json.dumps(globals().get('_probe_answers', [])))"
+# The solved notebooks are executed once, by nbval, in `make test-rounding`: tools/
+# solved_for_nbval.py writes every notebook with its exercises answered and probed, and the
+# probes assert there that every check says right and no answer is shown above its exercise
+# (answers_shown_above, below). Here: that the copies are made so, and that the probes fail.
+spec_solved = importlib.util.spec_from_file_location("course_solved_for_nbval",
+                                                     ROOT / "tools" / "solved_for_nbval.py")
+solved_for_nbval = importlib.util.module_from_spec(spec_solved)
+spec_solved.loader.exec_module(solved_for_nbval)
 
 
-@functools.cache
-def run_solved(path):
-    """The solved notebook, executed once per test session: ``(verdicts, answers, solved)``.
-
-    ``verdicts`` maps check cells' execution counts to the Feedback's truth; ``answers`` holds,
-    per exercise in order, the values its solution assigned."""
-    from nbclient import NotebookClient
-
-    solved = solutions.solve(read(path), path.stem)
-    exercise_ids = {c.get("id") for c in read(path).cells
-                    if solutions.TAG in c.get("metadata", {}).get("tags", [])}
-    cells = []
-    for cell in solved.cells:
-        cells.append(cell)
-        if cell.get("id") in exercise_ids:
-            names = sorted(set(ANSWER_NAME.findall(cell.source)))
-            cells.append(nbformat.v4.new_code_cell(ANSWER_PROBE.format(names=names)))
-    solved.cells = cells + [nbformat.v4.new_code_cell(PROBE + ANSWERS_OUT)]
-    NotebookClient(solved, timeout=180, kernel_name="python3",
-                   resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
-    verdicts_text, answers_text = solved.cells[-1].outputs[0]["text"].splitlines()[:2]
-    solved.cells = [c for c in solved.cells if not c.source.startswith("# probe: answers")]
-    return json.loads(verdicts_text), json.loads(answers_text), solved
+def _tags(cell):
+    return cell.get("metadata", {}).get("tags", [])
 
 
 @pytest.mark.parametrize("path", WITH_EXERCISES, ids=lambda p: p.stem)
-def test_solutions_notebook_runs_and_every_check_says_right(path):
-    verdicts, _, solved = run_solved(path)
-    checked = {str(c.execution_count) for c in solved.cells[:-1]
-               if c.cell_type == "code" and CHECK_CALL.search(c.source)}
-    assert checked, "no check cell found"
-    missing = checked - set(verdicts)
-    assert not missing, f"check cells whose result is not a Feedback: {sorted(missing)}"
-    wrong = [n for n in checked if not verdicts[n]]
-    texts = {str(c.execution_count): "".join(o.get("data", {}).get("text/plain", "")
-                                             for o in c.outputs)
-             for c in solved.cells if c.cell_type == "code"}
-    assert not wrong, "checks not right: " + "; ".join(texts[n] for n in wrong)
+def test_the_solved_copy_keeps_every_other_cell_and_probes_every_answer(path):
+    """Every cell of the course but the exercise and check cells keeps its source and stored
+    outputs (so nbval compares them again); each exercise holds its solution; every check cell
+    keeps its verdict, a probe follows every exercise; the last cell asserts the verdicts."""
+    course, solved = read(path), solved_for_nbval.solved_copy(path)
+    kept = [c for c in solved.cells if solved_for_nbval.PROBE_TAG not in _tags(c)]
+    assert len(kept) == len(course.cells)
+    exercises = set(solutions.exercise_cells(course))
+    checks = 0
+    for i, (mine, theirs) in enumerate(zip(kept, course.cells)):
+        source = solutions.solution_of(theirs) if i in exercises else theirs.source
+        if theirs.cell_type == "code" and CHECK_CALL.search(source):
+            assert mine.source == solved_for_nbval.keep_verdict(source, i)
+            assert f"_probe_verdicts[{i}] = (" in mine.source, mine.source
+        else:
+            assert mine.source == source
+        if mine.cell_type != "code":
+            continue
+        answered = i in exercises or CHECK_CALL.search(mine.source)
+        assert ("nbval-ignore-output" in _tags(mine)) == bool(
+            answered or "nbval-ignore-output" in _tags(theirs)), (i, mine.source[:80])
+        if not answered:
+            assert mine.outputs == theirs.outputs, i
+        checks += bool(CHECK_CALL.search(mine.source))
+    probes = [c.source.splitlines()[0] for c in solved.cells
+              if solved_for_nbval.PROBE_TAG in _tags(c)]
+    assert checks > 0
+    assert probes.count("# probe: the answers of the exercise above") == len(exercises)
+    assert solved.cells[-1].source.startswith("# probe: every check says right")
+    assert "nbval-ignore-output" not in _tags(solved.cells[-1])
+
+
+def test_notebooks_without_exercises_are_copied_unchanged():
+    for path in NOTEBOOKS:
+        if path not in WITH_EXERCISES:
+            assert solved_for_nbval.solved_copy(path) == read(path), path.name
+
+
+def _fake_course(tmp_path, solution):
+    """A course notebook of one exercise whose solution is ``solution``, and its solved copy."""
+    nb = nbformat.v4.new_notebook()
+    ex = nbformat.v4.new_code_cell("answer = None  # your code here\ncheck_cells(answer, n=8, h=1)")
+    ex.metadata = {"tags": ["exercise"], "solution": [solution]}
+    nb.cells = [nbformat.v4.new_code_cell("from attn_core.checks import check_cells"),
+                nbformat.v4.new_markdown_cell("**1.** How many cells has an 8 x 8 matrix?"), ex]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    path = tmp_path / "99-fake.ipynb"
+    nbformat.write(nb, path)
+    return solved_for_nbval.solved_copy(path)
+
+
+@pytest.mark.parametrize("solution, error", [
+    ("answer = 64\ncheck_cells(answer, n=8, h=1)", None),
+    ("answer = 65\ncheck_cells(answer, n=8, h=1)", "not right"),
+    ("answer = 64\nprint(answer)", "AssertionError"),  # the check cell lost its check
+], ids=["right", "wrong", "no-verdict"])
+def test_the_probes_fail_a_wrong_or_unchecked_answer(tmp_path, solution, error):
+    from nbclient import NotebookClient
+
+    solved = _fake_course(tmp_path, solution)
+    NotebookClient(solved, timeout=120, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    final = solved.cells[-1].outputs
+    errors = [o for o in final if o.output_type == "error"]
+    if error is None:
+        assert not errors and "every check right" in final[0]["text"], final
+    else:
+        assert errors and error in (errors[0]["ename"] + ": " + errors[0]["evalue"]), final
 
 
 def test_static_edition_links_to_solutions_only_when_built(tmp_path):
@@ -222,14 +249,3 @@ def answers_shown_above(path, answers):
             if hits:
                 leaks.append((number, f"{name} = {value!r} shown above as {hits[0]!r}"))
     return leaks
-
-
-@pytest.mark.parametrize("path", WITH_EXERCISES, ids=lambda p: p.stem)
-def test_no_answer_is_shown_above_its_exercise(path):
-    """Every exercise's answer, as its solution computes it, appears nowhere above it: not in a
-    stored output, not in the prose; a multiple-choice answer's option is not a sentence of
-    the course's own prose (six words in a row), nor the one long, explaining option."""
-    _, answers, _ = run_solved(path)
-    assert len(answers) == len(solutions.exercise_cells(read(path)))
-    leaks = answers_shown_above(path, answers)
-    assert not leaks, f"{path.name}: " + "; ".join(f"exercise {n}: {why}" for n, why in leaks)

@@ -1,9 +1,10 @@
 """Compute notebook 12's scaling table over 20 seeds, and its learning-rate sweep with the two
 controls, and store them (attn_core/data/).
 
-    OPENBLAS_NUM_THREADS=1 nice -n 10 .venv/bin/python tools/scaling_table.py [table|sweep]
+    nice -n 10 .venv/bin/python tools/scaling_table.py [table|sweep]
 
-(with no argument: both). The table takes about 20 s of CPU, the sweep about 8 min.
+(with no argument: both; one BLAS thread, by attn_core.threads, as every training loop).
+The table takes about 20 s of CPU, the sweep about 8 min.
 
 Trains every row twice (as initialised and with every initial weight nudged by one ulp) and
 writes attn_core/data/scaling-table.json with the per-seed results, the one-ulp spread, the

@@ -35,17 +35,17 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import numpy as np  # noqa: E402
 from _machine import LoadMeter  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
 
 from attn_core.nn import GPTConfig  # noqa: E402
 from attn_core.nn.baselines import ALPHA, bigram_loss, unigram_loss  # noqa: E402
 from attn_core.nn.checkpoint import CHECKPOINT_PATH, save_checkpoint  # noqa: E402
 from attn_core.nn.data import CharVocab, load_corpus, split_corpus  # noqa: E402
 from attn_core.nn.train import text_loss, train_gpt  # noqa: E402
+from attn_core.threads import LEARNER_THREADS, blas_threads  # noqa: E402
 
 TRACE_PATH = ROOT / "attn_core" / "data" / "gpt-trace.json"
 SEED = 0
-THREADS = 1
+THREADS = LEARNER_THREADS  # the course's one rule (attn_core.threads)
 #: The model: small enough for a few minutes of numpy training on 2 cores.
 MODEL = dict(n_ctx=64, d_model=64, n_heads=4, n_layers=2)
 #: The optimisation (train_gpt's arguments).
@@ -123,11 +123,11 @@ def main(argv=None):
 
     start = time.perf_counter()
     cpu0 = time.process_time()
-    with threadpool_limits(THREADS), LoadMeter() as load:
+    with blas_threads(THREADS), LoadMeter() as load:
         run = train_gpt(config, train_ids, val_ids, seed=SEED, callback=progress, **train)
     seconds = time.perf_counter() - start
     cpu_seconds = time.process_time() - cpu0
-    with threadpool_limits(THREADS):
+    with blas_threads(THREADS):
         val_text = text_loss(run.params, config, val_ids)
     print(f"done in {seconds:.1f} s; validation loss {run.val_losses[-1]:.4f} on the fixed "
           f"batches, {val_text:.4f} on the whole validation text", flush=True)

@@ -9,7 +9,7 @@ every head's previous-token and induction score. The parameters are stored at
 ``STORED_STEPS`` for the explorer's run (seed 0, two layers) and at the last step for every
 run; ``tests/test_induction_trace.py`` re-evaluates them against the trace.
 
-Run from the repository root: ``OPENBLAS_NUM_THREADS=1 nice -n 10 python
+Run from the repository root: ``nice -n 10 python
 tools/train_induction.py`` (about 140 s of CPU in all, single-threaded; 14 minutes
 of wall time on the loaded 2-core machine, seeds run as three processes, then --merge).
 
@@ -36,7 +36,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 import numpy as np  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
 from train_gpt import cpu_features, git_commit  # noqa: E402
 
 from attn_core.nn import GPTConfig, init_gpt  # noqa: E402
@@ -49,6 +48,7 @@ from attn_core.nn.induction_run import (  # noqa: E402
     sampler,
 )
 from attn_core.nn.train import train_gpt  # noqa: E402
+from attn_core.threads import blas_threads  # noqa: E402
 
 SEEDS = (0, 1, 2)
 DEPTHS = (1, 2)
@@ -118,7 +118,7 @@ def length_sweep(seeds, steps):
     stored = load_runs()
     batches = length_batches()
     runs, arrays, start, cpu0 = [], {}, time.perf_counter(), time.process_time()
-    with threadpool_limits(1):
+    with blas_threads():
         for seed in seeds:
             soft_config = stored.config(2)
             soft = copy_by_length(stored.params(seed, 2, TRAIN["steps"]), soft_config, batches)
@@ -170,7 +170,7 @@ def main(argv=None):
         return merge(args.merge, args.out)
     batches = eval_batches()
     runs, arrays, start, cpu0 = [], {}, time.perf_counter(), time.process_time()
-    with threadpool_limits(1):
+    with blas_threads():
         for seed in args.seeds:
             for layers in DEPTHS:
                 t = time.perf_counter()

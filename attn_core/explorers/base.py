@@ -43,6 +43,7 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from .. import figures
+from ..threads import blas_threads, on_learner_threads
 from .colors import *  # noqa: F403  (re-exported: tests check these colour pairs)
 from .colors import _CELL_CSS, _ERROR_CSS, _HEAD_CSS, _HIGHLIGHT_CSS, _TABLE_CSS, THEME_CSS
 from .notes import _Controls, _holds, dark_png, note_ranges, value_note
@@ -276,10 +277,15 @@ class Explorer:
     Subclasses build their controls and figure, then call :meth:`_start`. Every change
     of a control runs :meth:`_update` through :meth:`_guard`, which records any exception
     in ``.errors``, shows it in a red box inside the widget (ipywidgets would only log
-    it), and raises it again.
+    it), and raises it again. Constructors and updates run on the learner's BLAS threads.
     """
 
     title = "explorer"
+
+    def __init_subclass__(cls, **kwargs):  # the constructor computes the first picture
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = on_learner_threads(cls.__dict__["__init__"])
 
     def __init__(self):
         self.controls = _Controls(self)
@@ -318,7 +324,8 @@ class Explorer:
 
     def _guard(self, fn, *args):
         try:
-            fn(*args)
+            with blas_threads():
+                fn(*args)
         except Exception as exc:
             self._report(exc)
             raise

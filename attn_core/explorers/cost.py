@@ -7,11 +7,11 @@ from functools import partial
 
 import ipywidgets as W
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from .. import examples, figures
 from ..attention import attention
 from ..cost import interleaved_times, score_matrix_bytes, score_matrix_cells
+from ..threads import blas_threads
 from .arguments import check_option, check_seed
 from .base import STYLE, Explorer, _Canvas, _hide, _marker_dynamic, _row, _slider, _text_of
 
@@ -89,7 +89,7 @@ class CostExplorer(Explorer):
         if (n, dtype) not in self.times:
             q, k, v = examples.random_qkv(n, COST_HEAD_DIM, seed=self.seed, dtype=dtype)
             rounds = 5 if n <= 256 else 3
-            with threadpool_limits(limits=1, user_api="blas"):
+            with blas_threads():  # the learner rule; the timing needs it too
                 runs, _ = interleaved_times({n: partial(attention, q, k, v)}, rounds=rounds,
                                             pause=TIME_PAUSE)
             self.times[n, dtype] = min(runs[n])

@@ -31,7 +31,6 @@ import threading
 
 import ipywidgets as W
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from .. import figures
 from ..nn.checkpoint import load_checkpoint
@@ -64,8 +63,6 @@ N_BARS = 16
 MAX_SHOWN = 16
 TEMPERATURES = (0.1, 2.0, 0.05)  # min, max, step of the temperature slider
 TOP_KS = (1, 2, 3, 5, 10, 20, 40)  # then "all" (the whole vocabulary)
-#: BLAS threads for the model (see the model explorer: one is quickest on a shared machine).
-MODEL_THREADS = 1
 PROMPT_WIDTH = "560px"
 _TEXT_CSS = ("font-family:monospace;font-size:13px;white-space:pre-wrap;max-width:680px;"
              f"color:{TEXT_COLOR};margin:4px 0")
@@ -204,8 +201,7 @@ class GPTExplorer(Explorer):
         ids = self.vocab.encode(text)  # names every character outside the vocabulary
         n_ctx = self.checkpoint.config.n_ctx
         window = ids[-n_ctx:]  # the model sees at most n_ctx characters
-        with threadpool_limits(MODEL_THREADS):
-            logits, weights = gpt_forward(self.params, self.checkpoint.config, window)
+        logits, weights = gpt_forward(self.params, self.checkpoint.config, window)
         self.forward_passes += 1
         self._prompt_text = text
         self._prompt = (text[-n_ctx:], ids, np.asarray(logits[-1], dtype=float),
@@ -219,10 +215,9 @@ class GPTExplorer(Explorer):
         """The continuation (``n_new`` characters, default ``self.n_new``; one character:
         the first of the whole continuation, the same draw, not stored)."""
         key = (self._prompt_text, temperature, top_k, self.seed)
-        if n_new is not None:
-            with threadpool_limits(MODEL_THREADS):
-                return generate(self.params, self.checkpoint.config, self._prompt[1], n_new,
-                                temperature=temperature, top_k=top_k, seed=self.seed)
+        if n_new is not None:  # generate runs on the learner's BLAS threads (attn_core.threads)
+            return generate(self.params, self.checkpoint.config, self._prompt[1], n_new,
+                            temperature=temperature, top_k=top_k, seed=self.seed)
         if key == self._sample_key:
             return self._generation
         self._generation = self._draw_continuation((*key, None, None))
@@ -234,9 +229,8 @@ class GPTExplorer(Explorer):
         """``n_new`` characters after the prompt of state ``key`` (prompt, temperature, top-k,
         seed, ...), seeded: the same state, the same text."""
         prompt, temperature, top_k, seed = key[:4]
-        with threadpool_limits(MODEL_THREADS):
-            return generate(self.params, self.checkpoint.config, self.vocab.encode(prompt),
-                            self.n_new, temperature=temperature, top_k=top_k, seed=seed)
+        return generate(self.params, self.checkpoint.config, self.vocab.encode(prompt),
+                        self.n_new, temperature=temperature, top_k=top_k, seed=seed)
 
     def _resample(self):
         self.seed += 1

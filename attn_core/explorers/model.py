@@ -27,7 +27,6 @@ from collections import OrderedDict
 
 import ipywidgets as W
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from .. import figures
 from ..model import head_roles, pretrained
@@ -54,11 +53,6 @@ MAX_PIECES = 64
 #: Sentences whose runs are kept (a run holds every layer's states: about 2 MB at 64 pieces).
 RUN_CACHE_SIZE = 16
 SENTENCE_WIDTH = "560px"
-#: BLAS threads for the forward pass. On a shared machine (Binder, or 2 cores with other
-#: work running) two OpenBLAS threads wait for each other: a 12-piece pass measured here
-#: took 200 to 1000 ms with 2 threads under load, and about 22 ms with 1 (16 ms with 2 on
-#: an idle machine). One thread keeps a new sentence quick everywhere.
-MODEL_THREADS = 1
 #: The roles scored in the read-out, in order: (name, description).
 ROLES = (
     ("previous token", "mean weight on the piece just before the query"),
@@ -219,8 +213,7 @@ class ModelExplorer(Explorer):
             raise ValueError(f"the sentence has {len(pieces)} word pieces; this explorer shows "
                              f"at most {MAX_PIECES} (shorten it, or draw a longer text with "
                              f"attn_core.figures.head_map)")
-        with threadpool_limits(limits=MODEL_THREADS, user_api="blas"):
-            run = self.model.run(text)
+        run = self.model.run(text)  # on the learner's BLAS threads (attn_core.threads)
         self.model_runs += 1
         self._runs[text] = run
         while len(self._runs) > RUN_CACHE_SIZE:

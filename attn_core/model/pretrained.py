@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from .._validate import perturb_init
+from ..threads import on_learner_threads
 from .encoder import EncoderWeights, LayerWeights, encoder_forward
 from .layers import l2_normalize, mean_pool
 
@@ -266,6 +267,7 @@ class PretrainedEncoder:
                              f"{self.max_pieces}")
         return list(enc.tokens), np.array(enc.ids, dtype=np.int64), list(enc.word_ids)
 
+    @on_learner_threads
     def run(self, text):
         """Tokenise ``text`` and run the encoder on it: a :class:`SentenceRun`."""
         pieces, ids, word_ids = self.tokenize(text)
@@ -276,6 +278,7 @@ class PretrainedEncoder:
         return SentenceRun(text, pieces, ids, word_ids, out.hidden_states, out.attentions,
                            embedding, seconds)
 
+    @on_learner_threads
     def run_batch(self, texts):
         """Several sentences at once, padded to the longest with ``[PAD]`` (id 0).
 

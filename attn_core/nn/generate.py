@@ -22,6 +22,7 @@ import numpy as np
 from .._validate import as_float_array, check_positive_int, check_seed
 from ..decoding import KVCache, empty_cache
 from ..softmax import stable_softmax
+from ..threads import on_learner_threads
 from .decoder import decoder_step
 from .embeddings import check_ids
 from .gpt import GPTConfig, check_params
@@ -220,6 +221,7 @@ def _draw(rng, probs):
                    len(probs) - 1))
 
 
+@on_learner_threads
 def generate(params, config, prompt_ids, n_new, temperature=1.0, top_k=None, seed=0,
              keep=None):
     """Sample ``n_new`` tokens after ``prompt_ids`` through the KV cache.

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._validate import check_positive_int, check_seed
+from ..threads import on_learner_threads
 from .data import batch_starts, get_batch
 from .embeddings import check_ids
 from .gpt import GPTConfig, gpt_forward, gpt_loss_and_grads, init_gpt, is_decayed
@@ -147,6 +148,7 @@ def _check_lr(lr):
     return float(lr)
 
 
+@on_learner_threads
 def train_gpt(config, train_ids, val_ids, steps, batch, lr, seed=0, dtype="float32", *,
               warmup=None, eval_every=100, n_val_batches=8, max_grad_norm=1.0,
               weight_decay=0.0, betas=(0.9, 0.99), params=None, callback=None, sample=None,

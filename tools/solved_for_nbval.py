@@ -1,0 +1,166 @@
+"""Every course notebook, its exercises answered, ready for nbval: one run checks both.
+
+``make test-rounding`` runs nbval on these copies with numpy's AVX-512 kernels switched off.
+One execution of each notebook then gives two guarantees that used to take two:
+
+* every stored output of the course is compared again, on the second dispatch configuration:
+  a copy keeps every cell and every stored output of its notebook, except the exercise cells
+  (their solution in place of the stub, from ``metadata["solution"]``, tools/solutions.py) and
+  the cells that call a check (their verdict is now "Right", not the stub's "No answer yet"):
+  those two kinds are tagged ``nbval-ignore-output`` (they still run, and still fail on an
+  error; their stored outputs are compared by the main nbval pass);
+* every exercise is answered and every check says right: after each check cell a probe keeps
+  the Feedback it returned, after each exercise cell the values its solution assigned, and a
+  last cell asserts that every Feedback is correct and that no answer is shown above its
+  exercise (``answers_shown_above`` of tests/test_solutions.py).
+
+Notebooks without exercises are copied unchanged. The copies are built, not kept
+(``build/solved/``, git-ignored); the kernel runs them from that folder (no notebook reads a
+file relative to its own).
+
+    python tools/solved_for_nbval.py               # -> build/solved/
+    python tools/solved_for_nbval.py --out DIR
+"""
+
+import argparse
+import ast
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import solutions  # noqa: E402  (tools/solutions.py: exercise_cells, solution_of, TAG)
+
+OUT = ROOT / "build" / "solved"
+IGNORE = "nbval-ignore-output"
+PROBE_TAG = "solutions-probe"
+CHECK_CALL = re.compile(r"^check_\w+\(", re.MULTILINE)
+ANSWER_NAME = re.compile(r"^(answer\w*|prediction|difference)\s*=", re.MULTILINE)
+
+#: Around a check cell's last expression (the check's call): keep the Feedback it returns.
+#: (nbval runs cells without IPython's history, so ``Out`` cannot be read afterwards.)
+VERDICT_KEEP = "_probe_verdicts = globals().get('_probe_verdicts', {})  # probe\n"
+#: After an exercise cell: the answers its solution assigned, as JSON-like values.
+ANSWER_PROBE = """\
+# probe: the answers of the exercise above
+_probe_answers = globals().get("_probe_answers", [])
+_probe_answers.append({{_n: (globals()[_n].tolist() if hasattr(globals()[_n], "tolist")
+                             else globals()[_n]) for _n in {names!r}
+                        if isinstance(globals().get(_n), (bool, int, float, str, tuple, list))
+                        or hasattr(globals().get(_n), "tolist")}})
+"""
+#: The last cell: every check right, every exercise probed, no answer shown above it.
+FINAL_PROBE = """\
+# probe: every check says right, and no answer is shown above its exercise
+import importlib.util as _util
+from pathlib import Path as _Path
+
+from attn_core.checks._base import Feedback as _Feedback
+
+_probe_verdicts = globals().get("_probe_verdicts", {{}})
+_probe_answers = globals().get("_probe_answers", [])
+_wrong = {{i: str(v)[:300] for i, v in _probe_verdicts.items()
+          if not (isinstance(v, _Feedback) and v.correct)}}
+assert not _wrong, f"check cells (by index in the course notebook) not right: {{_wrong}}"
+assert {checks} > 0, "no check cell found"
+assert len(_probe_verdicts) == {checks}, f"check cells with no verdict: {{sorted(_probe_verdicts)}}"
+assert len(_probe_answers) == {exercises}, _probe_answers
+_spec = _util.spec_from_file_location("_course_test_solutions", {test!r})
+_leaks_module = _util.module_from_spec(_spec)
+_spec.loader.exec_module(_leaks_module)
+_leaks = _leaks_module.answers_shown_above(_Path({course!r}), _probe_answers)
+assert not _leaks, "; ".join(f"exercise {{n}}: {{why}}" for n, why in _leaks)
+print("every check right; no answer shown above its exercise")
+"""
+
+
+def _tag(cell, tag):
+    tags = cell.metadata.setdefault("tags", [])
+    if tag not in tags:
+        tags.append(tag)
+
+
+def _probe(source):
+    cell = nbformat.v4.new_code_cell(source)
+    cell.metadata["tags"] = [IGNORE, PROBE_TAG]
+    return cell
+
+
+def keep_verdict(source, index):
+    """``source`` with its last expression's value kept as ``_probe_verdicts[index]`` (and
+    still displayed); unchanged when the cell ends with a statement (no verdict: the last
+    probe then fails)."""
+    lines = source.splitlines()
+    code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in lines)
+    last = ast.parse(code).body[-1] if code.strip() else None
+    if not isinstance(last, ast.Expr) or last.col_offset != 0:
+        return source
+    head = [VERDICT_KEEP.rstrip("\n"), *lines[:last.lineno - 1]]
+    return "\n".join([*head, f"_probe_verdicts[{index}] = (",
+                      *lines[last.lineno - 1:last.end_lineno], ")", f"_probe_verdicts[{index}]"])
+
+
+def solved_copy(path):
+    """The notebook at ``path`` with its exercises answered and probed (see the module)."""
+    nb = nbformat.read(path, as_version=4)
+    exercises = set(solutions.exercise_cells(nb))
+    if not exercises:
+        return nb
+    cells, checks = [], 0
+    for index, cell in enumerate(nb.cells):
+        cells.append(cell)
+        if cell.cell_type != "code":
+            continue
+        if index in exercises:
+            cell.source = solutions.solution_of(cell)
+            cell.metadata.pop("solution", None)
+            cell.outputs, cell.execution_count = [], None
+            _tag(cell, IGNORE)
+        if CHECK_CALL.search(cell.source):
+            _tag(cell, IGNORE)
+            cell.source = keep_verdict(cell.source, index)
+            checks += 1
+        if index in exercises:
+            names = sorted(set(ANSWER_NAME.findall(cell.source)))
+            cells.append(_probe(ANSWER_PROBE.format(names=names)))
+    final = nbformat.v4.new_code_cell(FINAL_PROBE.format(
+        checks=checks, exercises=len(exercises), test=str(ROOT / "tests" / "test_solutions.py"),
+        course=str(path)))
+    final.metadata["tags"] = [PROBE_TAG]
+    final.execution_count = 1  # nbval compares only the outputs of cells that ran
+    final.outputs = [nbformat.v4.new_output(
+        "stream", name="stdout", text="every check right; no answer shown above its exercise\n")]
+    nb.cells = cells + [final]
+    nb.metadata.pop("widgets", None)
+    return nb
+
+
+def build(out=OUT, notebooks=None):
+    """Write a copy of every course notebook into ``out`` (emptied first); returns the paths."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.ipynb"):
+        old.unlink()
+    written = []
+    for path in notebooks or sorted((ROOT / "notebooks").glob("*.ipynb")):
+        target = out / path.name
+        nbformat.write(solved_copy(path), target)
+        written.append(target)
+    return written
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=OUT, help="folder (default build/solved)")
+    args = parser.parse_args(argv)
+    written = build(args.out)
+    print(f"{len(written)} notebooks for nbval in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
