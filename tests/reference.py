@@ -168,6 +168,52 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, h, mask=None, biases=None):
     return out, weights
 
 
+def ref_layer_norm(row, g, b, eps=1e-5):
+    mu = math.fsum(row) / len(row)
+    var = math.fsum((v - mu) ** 2 for v in row) / len(row)
+    return [(v - mu) / math.sqrt(var + eps) * gi + bi for v, gi, bi in zip(row, g, b)]
+
+
+def ref_gelu(v):
+    return 0.5 * v * (1 + math.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3)))
+
+
+def ref_matmul(rows, w, b=None):
+    return [[math.fsum(r[c] * w[c][j] for c in range(len(r))) + (0.0 if b is None else b[j])
+             for j in range(len(w[0]))] for r in rows]
+
+
+def ref_gpt(p, config, ids):
+    """One sequence's ``(logits, weights)`` of the tiny GPT, from the formulas: embeddings,
+    then per layer a pre-norm causal multi-head attention (the loop above) and a GELU MLP,
+    then the final norm and the unembedding. ``weights`` is a list of ``(h, n, n)`` arrays."""
+    n = len(ids)
+    x = [[p["wte"][t][c] + p["wpe"][i][c] for c in range(config.d_model)]
+         for i, t in enumerate(ids)]
+    weights = []
+    for layer in range(config.n_layers):
+        q = {k[len(f"h{layer}."):]: v.tolist() for k, v in p.items() if k.startswith(f"h{layer}.")}
+        a = [ref_layer_norm(r, q["ln1.g"], q["ln1.b"]) for r in x]
+        attended, w = multi_head_attention(
+            np.array(a), *(np.array(q[f"attn.w_{c}"]) for c in "qkvo"), config.n_heads,
+            mask=np.tri(n, dtype=bool), biases=tuple(np.array(q[f"attn.b_{c}"]) for c in "qkvo"))
+        weights.append(w)
+        x = [[xi + ai for xi, ai in zip(xr, ar)] for xr, ar in zip(x, attended.tolist())]
+        if "mlp.w_in" not in q:  # attention-only
+            continue
+        m = [ref_layer_norm(r, q["ln2.g"], q["ln2.b"]) for r in x]
+        h = [[ref_gelu(v) for v in r] for r in ref_matmul(m, q["mlp.w_in"], q["mlp.b_in"])]
+        out = ref_matmul(h, q["mlp.w_out"], q["mlp.b_out"])
+        x = [[xi + oi for xi, oi in zip(xr, orow)] for xr, orow in zip(x, out)]
+    f = [ref_layer_norm(r, p["ln_f.g"].tolist(), p["ln_f.b"].tolist()) for r in x]
+    return ref_matmul(f, p["w_unembed"].tolist()), weights
+
+
+def ref_gpt_logits(p, config, ids):
+    """One sequence's logits, from the formulas (:func:`ref_gpt`)."""
+    return ref_gpt(p, config, ids)[0]
+
+
 def causal_mask(n):
     return np.array([[j <= i for j in range(n)] for i in range(n)], dtype=bool)
 

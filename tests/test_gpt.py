@@ -27,8 +27,7 @@ from attn_core.nn import (
     param_shapes,
 )
 
-from reference import FAST, assert_clear_error, batch_shapes
-from reference import multi_head_attention as ref_mha
+from reference import FAST, assert_clear_error, batch_shapes, ref_gpt_logits
 
 H = 1e-6
 FD_TOL = {"rtol": 1e-6, "atol": 1e-8}
@@ -96,43 +95,6 @@ def assert_every_entry_is_the_finite_difference(config, params, ids, targets):
 
 
 # --- the forward pass against a loop written from the formulas ---------------------------------
-
-
-def ref_layer_norm(row, g, b, eps=1e-5):
-    mu = math.fsum(row) / len(row)
-    var = math.fsum((v - mu) ** 2 for v in row) / len(row)
-    return [(v - mu) / math.sqrt(var + eps) * gi + bi for v, gi, bi in zip(row, g, b)]
-
-
-def ref_gelu(v):
-    return 0.5 * v * (1 + math.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3)))
-
-
-def ref_matmul(rows, w, b=None):
-    return [[math.fsum(r[c] * w[c][j] for c in range(len(r))) + (0.0 if b is None else b[j])
-             for j in range(len(w[0]))] for r in rows]
-
-
-def ref_gpt_logits(p, config, ids):
-    """One sequence's logits, from the formulas (the MHA of tests/reference.py)."""
-    n = len(ids)
-    x = [[p["wte"][t][c] + p["wpe"][i][c] for c in range(config.d_model)]
-         for i, t in enumerate(ids)]
-    for layer in range(config.n_layers):
-        q = {k[len(f"h{layer}."):]: v.tolist() for k, v in p.items() if k.startswith(f"h{layer}.")}
-        a = [ref_layer_norm(r, q["ln1.g"], q["ln1.b"]) for r in x]
-        attended, _ = ref_mha(np.array(a), *(np.array(q[f"attn.w_{c}"]) for c in "qkvo"),
-                              config.n_heads, mask=np.tri(n, dtype=bool),
-                              biases=tuple(np.array(q[f"attn.b_{c}"]) for c in "qkvo"))
-        x = [[xi + ai for xi, ai in zip(xr, ar)] for xr, ar in zip(x, attended.tolist())]
-        if "mlp.w_in" not in q:  # attention-only
-            continue
-        m = [ref_layer_norm(r, q["ln2.g"], q["ln2.b"]) for r in x]
-        h = [[ref_gelu(v) for v in r] for r in ref_matmul(m, q["mlp.w_in"], q["mlp.b_in"])]
-        out = ref_matmul(h, q["mlp.w_out"], q["mlp.b_out"])
-        x = [[xi + oi for xi, oi in zip(xr, orow)] for xr, orow in zip(x, out)]
-    f = [ref_layer_norm(r, p["ln_f.g"].tolist(), p["ln_f.b"].tolist()) for r in x]
-    return ref_matmul(f, p["w_unembed"].tolist())
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])

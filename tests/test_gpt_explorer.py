@@ -7,6 +7,7 @@ builds the explorer on the stored checkpoint itself.
 """
 
 import io
+import math
 
 import matplotlib
 
@@ -23,6 +24,8 @@ from attn_core.nn import GPTConfig, gpt_forward, init_gpt  # noqa: E402
 from attn_core.nn.checkpoint import CHECKPOINT_PATH, Checkpoint  # noqa: E402
 from attn_core.nn.data import CharVocab  # noqa: E402
 from attn_core.nn.generate import generate, next_token_probs  # noqa: E402
+
+from reference import ref_gpt  # noqa: E402
 
 CHARS = " .,abcdefghijklmnopqrstuvwxyzT\n"
 
@@ -279,3 +282,76 @@ def test_in_a_kernel_the_answer_comes_first_and_only_the_latest_continuation_is_
     assert at_png and all(text.endswith("(sampling…)") for text in at_png)
     assert ex.samples >= before + 1 and ex.errors == []
     check_view(ex, model, 0.9, None, 1, 1)
+
+
+# --- every read-out against the formulas, after each control change (issue 33) ---------------
+
+
+def _by_hand(model, prompt, temperature, top_k):
+    """The last position's distribution and every head's map, from tests/reference.py's
+    float64 loop (not gpt_forward), softmax over T and top-k written out here."""
+    window = model.vocab.encode(prompt)[-model.config.n_ctx:].tolist()
+    logits, weights = ref_gpt(model.params, model.config, window)
+    z = logits[-1]
+    keep = sorted(range(len(z)), key=lambda i: (-z[i], i))[:top_k or len(z)]
+    top = max(z)
+    e = {i: math.exp((z[i] - top) / temperature) for i in keep}
+    total = math.fsum(e.values())
+    probs = [e.get(i, 0.0) / total for i in range(len(z))]
+    return probs, weights, model.vocab.decode(window)
+
+
+def _assert_every_number(ex, model):
+    """Every number the explorer shows is the by-hand one for the controls' values now."""
+    c = ex.controls
+    k = None if c["top_k"].value == len(CHARS) else c["top_k"].value
+    probs, weights, text = _by_hand(model, c["prompt"].value, c["temperature"].value, k)
+    order = sorted(range(len(probs)), key=lambda i: (-probs[i], i))[:gx.N_BARS]
+    shown_text = text[-gx.MAX_SHOWN:]
+    w = weights[c["layer"].value - 1][c["head"].value - 1][-len(shown_text):, -len(shown_text):]
+    last = sorted(range(len(shown_text)), key=lambda j: (-w[-1][j], j))[:5]
+    s = ex.shown()
+    state = {n: c[n].value for n in ("prompt", "temperature", "top_k", "layer", "head")}
+    np.testing.assert_allclose(s["bars"], [probs[i] for i in order], atol=1e-9, err_msg=state)
+    assert s["chars"] == [figures.char_label(model.vocab.chars[i]) for i in order], state
+    np.testing.assert_allclose(s["map"], w, atol=1e-9, err_msg=str(state))
+    ticks = [t.get_text() for t in ex.art.map.ax.get_xticklabels()]
+    assert ticks == [figures.char_label(ch) for ch in shown_text], state
+    np.testing.assert_allclose(s["next"], [probs[i] for i in order[:10]], atol=5e-4)
+    np.testing.assert_allclose(s["last_row"], [w[-1][j] for j in last], atol=5e-4)
+    labels = [f"{figures.char_label(shown_text[j])} (pos {j + 1})" for j in last]
+    at = [s["readout"].index(label) for label in labels]  # in this order
+    assert at == sorted(at), (state, labels)
+    kept = sum(p > 0 for p in probs)
+    assert f"seed {ex.seed}; kept characters: {kept} of {len(CHARS)}" in s["readout"], state
+    new = s["continuation"][-ex.n_new:]  # its first draw is a kept character, highlighted
+    assert probs[model.vocab.chars.index(new[0])] > 0, state
+    lit = [i for i, b in enumerate(ex.art.bars) if b.get_facecolor()
+           == matplotlib.colors.to_rgba(figures.base.BAR_HIGHLIGHT_COLOR)]
+    label = figures.char_label(new[0])
+    assert [s["chars"][i] for i in lit] == ([label] if label in s["chars"] else []), state
+
+
+def test_the_readout_numbers_follow_every_control_change(model):
+    """Each control in turn, through several values and both ends: after every change the
+    bars, their characters, the map and its labels, both tables, their labels and the kept
+    count are those of the current state, recomputed by a float64 loop; a read-out one change
+    behind fails here."""
+    ex = gx.gpt_explorer(model, prompt="the cat sat", n_new=8)
+    _assert_every_number(ex, model)
+    c = ex.controls
+    top_ks = [v for _, v in c["top_k"].options]
+    moves = ([("temperature", t) for t in (0.1, 0.35, 2.0, 1.0)]
+             + [("top_k", k) for k in (top_ks[0], top_ks[2], top_ks[-2], top_ks[-1])]
+             + [("layer", 2), ("layer", 1)]
+             + [("head", h) for h in (4, 2, 1, 3)]
+             + [("prompt", p) for p in ("a", "the dog ran to the mat. the cat sat on",
+                                         "the cat sat")]
+             + [("layer", 2), ("top_k", 3), ("temperature", 0.1), ("resample", None)])
+    for name, value in moves:
+        if name == "resample":
+            c["resample"].click()
+        else:
+            c[name].value = value
+        _assert_every_number(ex, model)
+    assert ex.errors == []
