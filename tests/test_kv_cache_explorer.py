@@ -120,3 +120,29 @@ def test_every_curve_in_the_legend_stays_visible_when_curves_coincide(kv, window
     ex = kv_cache_explorer(n_heads=8, n_kv_heads=kv, window=window, n_ctx=24)
     for line in ex.art.lines:
         assert _line_pixels(ex, line) > 100, line.get_label()
+
+
+def test_the_readout_numbers_follow_every_control_change():
+    """Issue 33: each control in turn through its ends and a middle value; after every change
+    the maps, the three curves, the bytes at the context length and the GiB / MiB at 32,768
+    tokens, the window, sinks and head counts of the read-out are those of the controls' values
+    now, counted by hand (a read-out one change behind fails here)."""
+    ex = kv_cache_explorer()
+    c = ex.controls
+    moves = ([("n_heads", h) for h in (16, 1, 6, 12)] + [("n_kv_heads", kv) for kv in (1, 12, 4)]
+             + [("window", w) for w in (1, MAX_CTX, 5)] + [("n_sink", s) for s in (4, 0, 1)]
+             + [("n_ctx", n) for n in (2, MAX_CTX, 9)] + [("n_heads", 2), ("window", 2)])
+    for name, value in moves:
+        drive(ex, c[name], value)
+        h, kv = c["n_heads"].value, c["n_kv_heads"].value
+        n, window, sinks = c["n_ctx"].value, c["window"].value, c["n_sink"].value
+        assert h % kv == 0 and (name != "n_kv_heads" or kv == value)
+        text = check_shown(ex)["readout"]
+        gib, mib = 2**30, 2**20
+        numbers = (f"at 32,768 tokens: multi-head {loop_bytes(32768, h) / gib:.2f} GiB, "
+                   f"this model {loop_bytes(32768, kv) / gib:.2f} GiB, rolling "
+                   f"{loop_bytes(min(32768, window + sinks), kv) / mib:.1f} MiB")
+        assert numbers in text, (name, value, text)
+        assert f"after {n} tokens:" in text, (name, value, text)
+        assert f"(window {window} + {sinks} sink" in text, (name, value, text)
+        assert f"{h} query head" in text and f"{kv} key/value head" in text, (name, value)
