@@ -112,3 +112,59 @@ def test_no_readout_shows_a_negative_zero(ex):
     from attn_core.explorers.base import _fmt
     assert [_fmt(v) for v in (-0.0, -1e-9, 0.0, -0.0004, -0.0006)] == [
         "0.000", "0.000", "0.000", "0.000", "-0.001"]
+
+
+def _rotated(u, position, theta):
+    """``u`` with pair ``c`` turned by ``position * theta[c]`` (interleaved pairs), a loop."""
+    out = []
+    for c, t in enumerate(theta):
+        x, y, a = u[2 * c], u[2 * c + 1], position * t
+        out += [x * math.cos(a) - y * math.sin(a), x * math.sin(a) + y * math.cos(a)]
+    return np.array(out)
+
+
+def test_the_readout_numbers_follow_every_control_change(ex, ckpt):
+    """Issue 33: each control in turn through its ends; after every change the four panels'
+    whole curves (every ALiBi head), their markers, both tables and the pair's two arrows are
+    those of the controls' values now, from formulas written here (a read-out or an overlay
+    one change behind fails)."""
+    wpe = np.asarray(ckpt.params["wpe"], float)
+    n_ctx, d = wpe.shape
+    c = ex.controls
+    moves = ([("offset", k) for k in (0, 63, 20)] + [("query", m) for m in (63, 5, 0, 40)]
+             + [("offset", k) for k in (40, 1)] + [("pair", p) for p in (d // 2 - 1, 0, 7)]
+             + [("base", b) for b in (10.0, 1e5, 10 ** 2.25)] + [("offset", 33)])
+    for name, value in moves:
+        c[name].value = value
+        k, m, pair, base = (c[n].value for n in ("offset", "query", "pair", "base"))
+        assert name != "offset" or k == min(value, m)
+        theta = [base ** (-2 * i / d) for i in range(d // 2)]
+        pe = [np.array([f(p * t) for t in theta for f in (math.sin, math.cos)])
+              for p in range(n_ctx)]
+        turned = [_rotated(ex.content, p, theta) for p in range(n_ctx)]
+        want = {"sinusoidal": [cos(pe[m], pe[m - j]) for j in range(m + 1)],
+                "learned": [cos(wpe[m], wpe[m - j]) for j in range(m + 1)],
+                "rope": [cos(turned[m], turned[m - j]) for j in range(m + 1)]}
+        slopes = [2.0 ** (-8.0 * (h + 1) / ALIBI_HEADS) for h in range(ALIBI_HEADS)]
+        alibi = [[-s * j for j in range(m + 1)] for s in slopes]
+        shown, where = ex.shown(), (name, value)
+        for scheme, ys in want.items():
+            line, = shown["curves"][scheme]
+            np.testing.assert_allclose(line[:m + 1], ys, atol=1e-9, err_msg=str(where))
+            assert np.isnan(line[m + 1:]).all(), where
+            assert shown["marked"][scheme] == pytest.approx(ys[k], abs=1e-9), where
+        assert len(shown["curves"]["alibi"]) == ALIBI_HEADS
+        for line, ys in zip(shown["curves"]["alibi"], alibi):
+            np.testing.assert_allclose(line[:m + 1], ys, atol=1e-12, err_msg=str(where))
+        assert shown["marked"]["alibi"] == pytest.approx(alibi[0][k], abs=1e-12), where
+        np.testing.assert_allclose(shown["scores"], [want["sinusoidal"][k], want["learned"][k],
+                                                     want["rope"][k], alibi[0][k], alibi[-1][k]],
+                                   atol=5e-4, err_msg=str(where))
+        angle = math.degrees(k * theta[pair]) % 360.0
+        np.testing.assert_allclose(shown["pair"], [theta[pair], angle], rtol=1e-3,
+                                   atol=1e-3 * (angle == 0), err_msg=str(where))
+        for arrow, p in zip(shown["arrows"], (m, m - k)):
+            v = turned[p][2 * pair:2 * pair + 2]
+            np.testing.assert_allclose(arrow, v / np.linalg.norm(v), atol=1e-9,
+                                       err_msg=str(where))
+    assert ex.errors == []
