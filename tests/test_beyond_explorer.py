@@ -73,3 +73,64 @@ def test_linear_and_latent_keep_what_their_formulas_say():
 def test_bad_arguments_get_a_clear_error(kwargs, exc, pattern):
     with pytest.raises(exc, match=pattern):
         beyond_explorer(**kwargs)
+
+
+def _hops_by_hand(mask):
+    """Layers for token 1's information to reach the last token (0: more than 64), a loop."""
+    reached = np.zeros(len(mask), dtype=bool)
+    reached[1] = True
+    for layer in range(1, 65):
+        reached = reached | (mask & reached[None, :]).any(axis=1)
+        if reached[-1]:
+            return layer
+    return 0
+
+
+def test_the_readout_numbers_follow_every_control_change():
+    """Issue 33: every method, both ends of n and of the size; after each change the pattern,
+    its cells, the FLOPs ratio, the hops, the bytes kept and the curves are those of the
+    controls' values now (a read-out one change behind fails here)."""
+    from attn_core.explorers.beyond_quadratic import D_C, D_MODEL, D_ROPE, HORIZON, METHODS, SIZES
+    ex = beyond_explorer(method="full", n=64, size=8)
+    c = ex.controls
+    moves = ([("method", m) for m in METHODS if m != "BigBird"]
+             + [("n", NS[0]), ("size", SIZES[0]), ("method", "sliding window"),
+                ("size", SIZES[-1]), ("method", "strided"), ("n", 128), ("size", SIZES[0]),
+                ("method", "fixed"), ("method", "local + global"), ("n", NS[0]),
+                ("method", "linear"), ("n", NS[-1]), ("n", 32), ("method", "latent cache (MLA)"),
+                ("method", "full")])
+    per_token = 2 * LAYERS * HEADS * D_HEAD * 2  # keys and values of every head, float16
+    for name, value in moves:
+        drive(ex, c[name], value)
+        method, n, size = c["method"].value, c["n"].value, c["size"].value
+        shown, where = ex.shown(), (name, value, method, n, size)
+        if method != "linear":  # the pattern, cells, cost and full cache against the loops
+            check_shown(ex, method, n, size)
+        mem = shown["memory"][1] * 2**20
+        dense = method in ("full", "linear", "latent cache (MLA)")
+        mask = None if dense else np.array([[loop_allowed(method, i, j, size) for j in range(n)]
+                                            for i in range(n)])
+        full = 4 * (n * (n + 1) // 2) * D_MODEL + 5 * HEADS * (n * (n + 1) // 2)
+        if method == "linear":
+            ratio = n * D_MODEL * (6 + 4 * D_HEAD) / full
+        else:
+            ratio = 1.0 if dense else mask.sum() / (n * (n + 1) / 2)
+        assert f"FLOPs {ratio:.3f} of full attention's" in shown["readout"], where
+        full_cost, cost = shown["cost"]
+        assert cost[NS.index(n)] == pytest.approx(full_cost[NS.index(n)] * ratio), where
+        assert full_cost[NS.index(n)] == full, where
+        hops = 1 if dense else _hops_by_hand(mask)
+        assert shown["hops"] == hops, where
+        t = MAX_TOKENS - 1  # after the last token: keys some query from t on still reads
+        if method == "linear":
+            kept = LAYERS * HEADS * (D_HEAD**2 + D_HEAD) * 2
+        elif method == "latent cache (MLA)":
+            kept = MAX_TOKENS * LAYERS * (D_C + D_ROPE) * 2
+        elif method == "full":
+            kept = MAX_TOKENS * per_token
+        else:
+            kept = per_token * sum(any(loop_allowed(method, i, j, size)
+                                       for i in range(t, MAX_TOKENS + HORIZON))
+                                   for j in range(t + 1))
+        assert shown["kept"] == kept == round(mem[-1]), where
+        assert f"{method}, n = {n}:" in shown["readout"], where
