@@ -6,6 +6,8 @@ The explorer runs the real SmolLM2 (installed by make setup); building it takes 
 so one explorer is shared by the module's tests.
 """
 
+import html
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -109,3 +111,54 @@ def test_figures_draw_what_they_are_given_and_refuse_bad_input():
     plt.close(lines[0].figure)
     with pytest.raises(ValueError, match="labels"):
         figures.sink_profile(np.zeros((2, 4)), np.zeros((2, 4)), ["only one"])
+
+
+def test_the_readout_numbers_follow_every_control_change(ex):
+    """Issue 33: layer, head, window and sinks through their ends; after each change the map is
+    that head's over the conversation (one forward pass of the model asked for that head
+    alone), the last row's five largest weights and their tokens and positions are read off it
+    here, and the window's loss, full loss, difference and marker are the stored table's (the
+    difference recomputed by hand)."""
+    from attn_core.model.llm import llm_forward
+    from attn_core.model.llm_tokenizer import llm_tokenizer
+
+    params, config = load_llm()
+    reply = chat(lx.DEFAULT_QUESTION, greedy=True, max_new=lx.MAX_NEW)
+    ids = np.concatenate([reply.prompt_ids, reply.new_ids])
+    n = len(ids)
+    m = min(n, lx.MAX_SHOWN)
+    tok = llm_tokenizer()
+    pieces = figures.piece_labels([tok.decode([int(i)], skip_special_tokens=False)
+                                   for i in ids[-m:]])
+    table = load_measurements()["windows"]["table"]
+    c = ex.controls
+    windows = [v for _, v in c["window"].options]
+    sinks = [v for _, v in c["sinks"].options]
+    moves = ([("layer", x) for x in (1, config.n_layers, 12)]
+             + [("head", x) for x in (config.n_heads, 1, 5)]
+             + [("window", x) for x in (windows[-1], windows[0], windows[1])]
+             + [("sinks", x) for x in (sinks[-1], sinks[0], sinks[1])] + [("layer", 3)])
+    for name, value in moves:
+        c[name].value = value
+        layer, head = c["layer"].value, c["head"].value
+        window, sink = c["window"].value, c["sinks"].value
+        run = llm_forward(params, config, ids[None], weights_of={layer - 1: [head - 1]},
+                          heads_of={})
+        w = np.asarray(run.weights[layer - 1][0, 0], dtype=float)[-m:, -m:]
+        shown, where = ex.shown(), (name, value)
+        np.testing.assert_allclose(shown["map"], w, atol=1e-5, err_msg=str(where))
+        last = sorted(range(m), key=lambda j: (-w[-1, j], j))[:5]
+        np.testing.assert_allclose(shown["last_row"], w[-1, last], atol=5e-4,
+                                   err_msg=str(where))
+        labels = [f"{pieces[j]} ({j + 1})" for j in last]
+        text = ex.readout.value
+        assert f"layer {layer}, head {head}:" in text, where
+        at = [text.find(f">{html.escape(label)}<") for label in labels]
+        assert -1 not in at, (where, labels)
+        if len(set(w[-1, last].round(3))) == 5:  # no ties to reorder: labels in this order
+            assert at == sorted(at), (where, labels)
+        row, full = table[f"{window}+{sink}"]["loss"], table["full"]["loss"]
+        np.testing.assert_allclose(shown["window_loss"], [row, full, row - full], atol=1.5e-3,
+                                   err_msg=str(where))
+        assert shown["marker"] == (float(window), pytest.approx(row)), where
+    assert ex.errors == []
