@@ -123,7 +123,10 @@ def test_the_readout_numbers_follow_every_control_change(ex):
     from attn_core.model.llm_tokenizer import llm_tokenizer
 
     params, config = load_llm()
-    reply = chat(lx.DEFAULT_QUESTION, greedy=True, max_new=lx.MAX_NEW)
+    c = ex.controls
+    assert c["top_k"].value == 1  # greedy: the conversation is the question's one answer
+    errors = len(ex.errors)  # the module's explorer may carry an earlier test's error
+    reply = chat(c["question"].value, greedy=True, max_new=lx.MAX_NEW)
     ids = np.concatenate([reply.prompt_ids, reply.new_ids])
     n = len(ids)
     m = min(n, lx.MAX_SHOWN)
@@ -131,7 +134,6 @@ def test_the_readout_numbers_follow_every_control_change(ex):
     pieces = figures.piece_labels([tok.decode([int(i)], skip_special_tokens=False)
                                    for i in ids[-m:]])
     table = load_measurements()["windows"]["table"]
-    c = ex.controls
     windows = [v for _, v in c["window"].options]
     sinks = [v for _, v in c["sinks"].options]
     moves = ([("layer", x) for x in (1, config.n_layers, 12)]
@@ -161,4 +163,4 @@ def test_the_readout_numbers_follow_every_control_change(ex):
         np.testing.assert_allclose(shown["window_loss"], [row, full, row - full], atol=1.5e-3,
                                    err_msg=str(where))
         assert shown["marker"] == (float(window), pytest.approx(row)), where
-    assert ex.errors == []
+    assert len(ex.errors) == errors
