@@ -8,6 +8,7 @@ builds the explorer on the stored checkpoint itself.
 
 import io
 import math
+import threading
 
 import matplotlib
 
@@ -278,10 +279,41 @@ def test_in_a_kernel_the_answer_comes_first_and_only_the_latest_continuation_is_
             await asyncio.sleep(0.01)
 
     before = ex.samples
-    asyncio.run(moves())
+    # a fresh thread: this worker's main thread may hold another library's event loop
+    # (Playwright's synchronous API keeps one "running" for the whole session)
+    runner = threading.Thread(target=asyncio.run, args=(moves(),))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(gx, "_in_kernel", lambda: True)  # what a kernel's comm handler sees
+        runner.start()
+        runner.join(timeout=120)
+    assert not runner.is_alive()
     assert at_png and all(text.endswith("(sampling…)") for text in at_png)
     assert ex.samples >= before + 1 and ex.errors == []
     check_view(ex, model, 0.9, None, 1, 1)
+
+
+def test_only_a_kernel_counts_as_a_kernel():
+    """The continuation goes to a thread only inside a Jupyter kernel's event loop: not in a
+    plain event loop (another library's, as Playwright's sync API keeps one), not without a
+    loop, and yes with a shell that has a kernel."""
+    import asyncio
+    import types
+
+    import IPython
+
+    async def inside():
+        return gx._in_kernel()
+
+    seen = {}
+    thread = threading.Thread(target=lambda: seen.update(plain=asyncio.run(inside())))
+    thread.start()
+    thread.join()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(IPython, "get_ipython", lambda: types.SimpleNamespace(kernel=object()))
+        thread = threading.Thread(target=lambda: seen.update(kernel=asyncio.run(inside())))
+        thread.start()
+        thread.join()
+    assert seen == {"plain": False, "kernel": True}
 
 
 # --- every read-out against the formulas, after each control change (issue 33) ---------------

@@ -32,8 +32,6 @@ from __future__ import annotations
 
 import html
 import io
-import math
-import re
 import traceback
 
 import ipywidgets as W
@@ -42,11 +40,21 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from PIL import Image
 
-from .. import figures
 from ..threads import blas_threads, on_learner_threads
 from .colors import *  # noqa: F403  (re-exported: tests check these colour pairs)
-from .colors import _CELL_CSS, _ERROR_CSS, _HEAD_CSS, _HIGHLIGHT_CSS, _TABLE_CSS, THEME_CSS
+from .colors import _ERROR_CSS, THEME_CSS
 from .notes import _Controls, _holds, dark_png, note_ranges, value_note
+
+# re-exported: the explorers and tests import the table helpers from base
+from .tables import (  # noqa: F401
+    HIDDEN_TEXT,
+    TABLE_FMT,
+    _cell_value,
+    _fmt,
+    _table,
+    _text_of,
+    read_tables,
+)
 
 __all__ = [
     "DPI",
@@ -67,8 +75,6 @@ PNG_COMPRESS_LEVEL = 1
 STYLE = {"description_width": "initial"}
 SLIDER_WIDTH = "420px"
 #: Format of the numbers in the HTML tables.
-TABLE_FMT = "{:.3f}"
-HIDDEN_TEXT = "?"
 
 # --- fast figures: a fixed layout, a cached background, only changed artists drawn -------
 
@@ -185,82 +191,6 @@ def _hide(*artists):
 def _image_array(art):
     """The values an image shows (masked cells keep their value, e.g. -inf)."""
     return np.array(np.ma.getdata(art.image.get_array()), dtype=float)
-
-
-# --- HTML number tables ------------------------------------------------------------------
-
-
-def _fmt(value, fmt=TABLE_FMT):
-    if np.isneginf(value):
-        return figures.NEG_INF_TEXT
-    if np.isnan(value):
-        return ""
-    text = fmt.format(value)
-    # a value that rounds to zero prints without a sign: -0.000 reads as a negative number
-    return text[1:] if text.startswith("-") and float(text) == 0 else text
-
-
-def _table(name, matrix, *, row_labels=None, col_labels=None, highlight=(), hidden=(),
-           title=None, fmt=TABLE_FMT, bold_rows=()):
-    """An HTML table of numbers; ``highlight`` cells are shaded, ``hidden`` show ``?``."""
-    m = np.atleast_2d(np.asarray(matrix, dtype=float))
-    highlight, hidden = set(highlight), set(hidden)
-    head = ""
-    if col_labels is not None:
-        head = "<tr><th></th>" + "".join(
-            f'<th style="{_HEAD_CSS}">{html.escape(str(c))}</th>' for c in col_labels) + "</tr>"
-    rows = []
-    for i in range(m.shape[0]):
-        label = "" if row_labels is None else html.escape(str(row_labels[i]))
-        weight = "font-weight:bold;" if i in bold_rows else ""
-        cells = []
-        for j in range(m.shape[1]):
-            text = HIDDEN_TEXT if (i, j) in hidden else _fmt(m[i, j], fmt)
-            css = _CELL_CSS + (";" + _HIGHLIGHT_CSS if (i, j) in highlight else "")
-            cells.append(f'<td class="v" style="{weight}{css}">{text}</td>')
-        rows.append(f'<tr><th style="{_HEAD_CSS}">{label}</th>{"".join(cells)}</tr>')
-    caption = "" if title is None else (
-        f'<caption style="text-align:left;font-family:sans-serif;font-size:12px">'
-        f"{html.escape(title)}</caption>")
-    return (f'<table data-name="{name}" style="{_TABLE_CSS}">{caption}{head}'
-            f'{"".join(rows)}</table>')
-
-
-_TABLE_RE = re.compile(r'<table data-name="([^"]+)".*?</table>', re.S)
-_ROW_RE = re.compile(r"<tr>(.*?)</tr>", re.S)
-_CELL_RE = re.compile(r'<td class="v"[^>]*>(.*?)</td>', re.S)
-
-
-def _cell_value(text):
-    text = html.unescape(text).strip()
-    if text == figures.NEG_INF_TEXT:
-        return -math.inf
-    if text in ("", HIDDEN_TEXT):
-        return math.nan
-    return float(text.replace(",", ""))
-
-
-def read_tables(markup):
-    """Parse the number tables out of an explorer's HTML: ``{name: 2-D float array}``.
-
-    Hidden cells (``?``) read as NaN, ``−∞`` as ``-inf``.
-
-    Examples
-    --------
-    >>> read_tables(_table("w", [[0.25, 0.75]]))["w"]
-    array([[0.25, 0.75]])
-    """
-    found = {}
-    for match in _TABLE_RE.finditer(markup):
-        rows = [[_cell_value(c) for c in _CELL_RE.findall(r)]
-                for r in _ROW_RE.findall(match.group(0))]
-        found[match.group(1)] = np.array([r for r in rows if r], dtype=float)
-    return found
-
-
-def _text_of(markup):
-    """The visible text of a bit of HTML (tags dropped, entities decoded)."""
-    return html.unescape(re.sub(r"<[^>]+>", "", markup))
 
 
 def _row(*children, wrap=True):

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import sys
 import threading
 
 import ipywidgets as W
@@ -107,14 +108,18 @@ class _HalvesCanvas(_Canvas):
 
 
 def _in_kernel():
-    """True inside a running kernel (an event loop runs): there the continuation is drawn
-    in a thread, so that the kernel answers the control's message at once and is free for the
-    next one; elsewhere (tests, scripts, benchmarks) it is drawn at once."""
+    """True inside a running Jupyter kernel (an IPython shell with a kernel, handling a message
+    in its event loop): there the continuation is drawn in a thread, so that the kernel
+    answers the control's message at once and is free for the next one; elsewhere (tests,
+    scripts, benchmarks, and a thread where another library keeps an event loop, such as
+    Playwright's synchronous API) it is drawn at once."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return False
-    return True
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return getattr(shell, "kernel", None) is not None
 
 
 def top_chars(probs, chars, n=N_BARS):

@@ -31,7 +31,6 @@ import numpy as np
 from .. import figures
 from ..model import head_roles, pretrained
 from .base import (
-    _HEAD_CSS,
     MUTED_COLOR,
     STYLE,
     Explorer,
@@ -42,6 +41,7 @@ from .base import (
     css_width,
     read_tables,
 )
+from .colors import _HEAD_CSS
 
 __all__ = ["ModelExplorer", "model_explorer", "piece_words", "role_table"]
 
