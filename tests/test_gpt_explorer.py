@@ -387,3 +387,21 @@ def test_the_readout_numbers_follow_every_control_change(model):
             c[name].value = value
         _assert_every_number(ex, model)
     assert ex.errors == []
+
+
+def test_a_continuation_drawn_late_never_clears_a_newer_error(model, monkeypatch):
+    """In a kernel the continuation is drawn in a thread; a bad prompt typed while it is drawn
+    must keep its error on screen when the thread finishes (the browser test saw the error
+    vanish before it could be read)."""
+    monkeypatch.setattr(gx, "_in_kernel", lambda: True)
+    ex = gx.gpt_explorer(model, prompt="the cat sat", n_new=200)
+    ex.controls["temperature"].value = 0.7  # starts the worker
+    assert ex._worker is not None
+    with pytest.raises(Exception):
+        ex.controls["prompt"].value = ""  # an empty prompt is refused: the error shows
+    shown = ex.error_box.layout.display
+    worker = ex._worker
+    if worker is not None:
+        worker.join(timeout=120)
+    assert shown != "none" and ex.error_box.layout.display != "none"
+    assert "hit an error" in ex.error_box.value

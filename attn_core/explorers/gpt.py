@@ -308,7 +308,10 @@ class GPTExplorer(Explorer):
                 if args is None:
                     self._worker = None
                     return
-            self._guard(self._finish, *args)
+            try:  # not _guard: a success here must not clear the error of a newer change
+                self._finish(*args)
+            except Exception as exc:  # noqa: BLE001 - shown below the controls, as any error
+                self._report(exc)
 
     def _finish(self, key, text, probs, w, names, heights):
         """Draw the continuation of the state ``key`` and show it, unless a newer change came
