@@ -397,7 +397,7 @@ def test_a_continuation_drawn_late_never_clears_a_newer_error(model, monkeypatch
     ex = gx.gpt_explorer(model, prompt="the cat sat", n_new=200)
     ex.controls["temperature"].value = 0.7  # starts the worker
     assert ex._worker is not None
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError):
         ex.controls["prompt"].value = ""  # an empty prompt is refused: the error shows
     shown = ex.error_box.layout.display
     worker = ex._worker

@@ -25,11 +25,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import as_float_array, check_positive_int, check_result, checked_later
+from .._validate import check_positive_int, check_result, checked_later
 from ..masks import causal_mask, window_mask
 from ..nn.block_options import BlockOptions, block_shapes
 from ..nn.decoder import decoder_forward
 from ..nn.embeddings import check_ids
+from ..nn.gpt import check_ablate
 from ..nn.loss import next_token_losses
 from ..threads import blas_threads
 
@@ -177,30 +178,6 @@ def _check_heads(value, name, config):
     return value
 
 
-def _check_ablate(ablate, config, n, dtype):
-    if ablate is None:
-        return None
-    if not isinstance(ablate, dict):
-        raise TypeError(f"ablate must be a dict {{(layer, head): None or (n, d_head) array}}, "
-                        f"got {type(ablate).__name__}")
-    out = {}
-    for key, r in ablate.items():
-        if (not isinstance(key, tuple) or len(key) != 2
-                or not all(isinstance(k, (int, np.integer)) and not isinstance(k, bool)
-                           for k in key)
-                or not (0 <= key[0] < config.n_layers and 0 <= key[1] < config.n_heads)):
-            raise ValueError(f"ablate's keys must be (layer, head) with 0 <= layer < "
-                             f"{config.n_layers} and 0 <= head < {config.n_heads}, got {key!r}")
-        if r is not None:
-            r = as_float_array(r, f"ablate[{key!r}]")
-            if r.shape[-2:] != (n, config.d_head):
-                raise ValueError(f"ablate[{key!r}] must be None (zero) or an array of shape "
-                                 f"(..., {n}, {config.d_head}), got shape {r.shape}")
-            r = r.astype(dtype, copy=False)
-        out[(int(key[0]), int(key[1]))] = r
-    return out
-
-
 @dataclass(frozen=True)
 class LLMRun:
     """What :func:`llm_forward` returns.
@@ -267,7 +244,7 @@ def llm_forward(params, config, ids, *, window=None, n_sink=0, weights_of=None,
     values_zeroed = _layer_dict(values_zeroed, "values_zeroed", config, "key positions")
     keys_masked = _check_positions(keys_masked, "keys_masked", n)
     values_zeroed = _check_positions(values_zeroed, "values_zeroed", n)
-    ablate = _check_ablate(ablate, config, n, params["wte"].dtype)
+    ablate = check_ablate(ablate, config, n, params["wte"].dtype)
     with blas_threads(), checked_later():
         logits, weights, state = decoder_forward(
             params, config, ids, ablate=ablate, mask=mask, keys_masked=keys_masked,

@@ -30,7 +30,6 @@ Public API
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.util
 from pathlib import Path
 
@@ -38,6 +37,7 @@ import numpy as np
 
 from .._validate import check_finite, perturb_init
 from .llm import LLMConfig, llm_param_shapes
+from .pretrained import _sha256
 
 __all__ = ["ARCHITECTURE", "FILE_NAME", "FILE_SHA256", "GGUF_NAMES", "LLMFileError",
            "PACKAGE", "PACKAGE_PIN", "llm_metadata", "llm_path", "load_llm", "read_gguf"]
@@ -78,14 +78,6 @@ def _gguf():
                            f"Install it with: make setup   (or: pip install {GGUF_PIN})"
                            ) from None
     return gguf
-
-
-def _sha256(path, chunk=1 << 20):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @functools.lru_cache(maxsize=1)

@@ -280,7 +280,8 @@ def gpt_forward(params, config, ids, ablate=None):
 
 def check_ablate(ablate, config, n, dtype=np.float64):
     """``ablate`` (see :func:`gpt_forward`) checked: keys ``(layer, head)`` in range, values
-    None or finite ``(n, d_head)`` arrays (cast to ``dtype``). Returns a new dict."""
+    None or finite ``(..., n, d_head)`` arrays (cast to ``dtype``). Returns a new dict. Any
+    decoder's config with ``n_layers``, ``n_heads`` and ``d_head`` (SmolLM2's too)."""
     if ablate is None:
         return {}
     if not isinstance(ablate, dict):
@@ -296,9 +297,10 @@ def check_ablate(ablate, config, n, dtype=np.float64):
                              f"{config.n_layers} and 0 <= head < {config.n_heads}, got {key!r}")
         if r is not None:
             r = as_float_array(r, f"ablate[{key!r}]")
-            if r.shape != (n, config.d_head):
+            if r.shape[-2:] != (n, config.d_head):  # leading dims: one per text of a batch
                 raise ValueError(f"ablate[{key!r}] must be None (zero) or an array of shape "
-                                 f"{(n, config.d_head)} (n, d_head), got shape {r.shape}")
+                                 f"(..., {n}, {config.d_head}) (..., n, d_head), got shape "
+                                 f"{r.shape}")
             r = r.astype(dtype, copy=False)
         checked[(int(key[0]), int(key[1]))] = r
     return checked
