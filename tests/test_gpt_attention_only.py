@@ -139,7 +139,7 @@ def test_head_outputs_are_weights_times_values():
     ({(2, 0): None}, ValueError, r"0 <= layer < 2"),
     ({(0, 2): None}, ValueError, r"0 <= head < 2"),
     ({0: None}, ValueError, r"\(layer, head\)"),
-    ({(0, 0): np.zeros((4, 3))}, ValueError, r"shape \(4, 2\) \(n, d_head\)"),
+    ({(0, 0): np.zeros((4, 3))}, ValueError, r"shape \(\.\.\., 4, 2\) \(\.\.\., n, d_head\)"),
     ([(0, 0)], TypeError, r"ablate must be a dict"),
     ({(0, 0): np.full((4, 2), np.nan)}, ValueError, r"ablate\[\(0, 0\)\]"),
 ])
