@@ -153,7 +153,7 @@ class _Canvas:
         if not self.ensure_background(dynamic, static_key):
             canvas.restore_region(self._backgrounds[static_key])
         renderer = canvas.get_renderer()
-        for a in dynamic:
+        for a in sorted(dynamic, key=lambda a: a.get_zorder()):  # as matplotlib orders them
             if a.get_visible():
                 a.draw(renderer)
         return _png(canvas)
