@@ -519,8 +519,11 @@ def error_beside_the_box(page, output, box, where, good):
 
 
 def set_theme(page, theme):
-    """Switch JupyterLab's theme (as Settings > Theme does) and wait until it is applied."""
+    """Switch JupyterLab's theme (as Settings > Theme does) and wait until it is applied
+    (nothing to do when it is the theme already)."""
     light = "true" if theme == "light" else "false"
+    if page.evaluate("() => document.body.dataset.jpThemeLight") == light:
+        return
     page.evaluate("(t) => window.jupyterapp.commands.execute('apputils:change-theme', "
                   "{theme: t})", THEMES[theme])
     page.wait_for_function("(v) => document.body.dataset.jpThemeLight === v", arg=light,
@@ -553,16 +556,19 @@ def screenshot_themes(page, output, stem, explorer):
     NOTEBOOK--EXPLORER--THEME--WIDTH.png. The page is made taller than the explorer first,
     so that the status bar never covers its end. In each theme only that theme's frame
     shows; no number table is cut by the output's edge, and in the wide window none needs
-    to scroll (11's row table was cut at the figure's width at 1920 px)."""
+    to scroll (11's row table was cut at the figure's width at 1920 px). Each theme is
+    switched to once (a switch restyles the whole page: the costly step), its sizes in
+    turn: light at 1280 and 1920, then dark at 1920 and 1280."""
     size = page.viewport_size
     try:
-        for label, (width, height) in SIZES.items():
-            page.set_viewport_size({"width": width, "height": height})
-            page.wait_for_timeout(300)
-            tall = output.bounding_box()["height"] + 400
-            page.set_viewport_size({"width": width, "height": int(max(height, tall))})
-            for theme in ("light", "dark"):
-                set_theme(page, theme)
+        for theme in ("light", "dark"):
+            set_theme(page, theme)
+            sizes = list(SIZES.items())
+            for label, (width, height) in (sizes if theme == "light" else sizes[::-1]):
+                page.set_viewport_size({"width": width, "height": height})
+                page.wait_for_timeout(300)
+                tall = output.bounding_box()["height"] + 400
+                page.set_viewport_size({"width": width, "height": int(max(height, tall))})
                 output.scroll_into_view_if_needed()
                 shown = output.locator(f"img.attn-{theme}").first
                 hidden = output.locator(f"img.attn-{'dark' if theme == 'light' else 'light'}")
@@ -570,11 +576,12 @@ def screenshot_themes(page, output, stem, explorer):
                     f"{explorer.name}: the {theme} theme does not show its own frame")
                 output.screenshot(
                     path=str(SCREENSHOTS / f"{stem}--{explorer.name}--{theme}--{label}.png"))
-            tables = output.evaluate(JS_TABLES)
-            assert not [t for t in tables if t["cut"]], f"{explorer.name} at {label}: {tables}"
-            if label == "1920":
-                assert not [t for t in tables if t["scrolls"]], (
-                    f"{explorer.name} at {label}: a table scrolls: {tables}")
+                tables = output.evaluate(JS_TABLES)
+                assert not [t for t in tables if t["cut"]], (
+                    f"{explorer.name} at {label}, {theme}: {tables}")
+                if label == "1920":
+                    assert not [t for t in tables if t["scrolls"]], (
+                        f"{explorer.name} at {label}: a table scrolls: {tables}")
     finally:
         set_theme(page, "light")
         page.set_viewport_size(size)

@@ -45,6 +45,8 @@ import nbformat
 from jinja2 import DictLoader
 from nbconvert import HTMLExporter
 
+from attn_core.explorers.base import light_frames_only
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "build" / "html"
 INDEX_NOTEBOOK = "00-index.ipynb"
@@ -206,11 +208,12 @@ def players(nb, url):
     """{cell index: the HTML of a precomputed explorer} for the explorer cells of ``nb``."""
     static = load_tool("static_explorers")
     out = {}
-    for number, (i, explorer) in enumerate(sorted(static.build_explorers(nb).items())):
-        name = static.explorer_name(nb.cells[i].source)
-        data = static.record_frames(name, explorer)
-        if data["controls"]:  # an explorer without main controls listed keeps the note
-            out[i] = static.player_html(data, number, url)
+    with light_frames_only():  # the pages show the light frames only
+        for number, (i, explorer) in enumerate(sorted(static.build_explorers(nb).items())):
+            name = static.explorer_name(nb.cells[i].source)
+            data = static.record_frames(name, explorer)
+            if data["controls"]:  # an explorer without main controls listed keeps the note
+                out[i] = static.player_html(data, number, url)
     return out
 
 
