@@ -19,7 +19,8 @@ costs hundreds of milliseconds on a small machine (most of it text layout), so:
   changes artists in place (the ``update_*`` functions of :mod:`attn_core.figures`);
 * only the artists that change (images, bars, lines, outlines) are drawn again, over a
   cached copy of the static background (axes, ticks, labels): "blitting";
-* the PNG is encoded from the Agg buffer by Pillow, as RGB with a fast zlib level;
+* the PNG is encoded straight from the Agg buffer, as RGB with a fast zlib level and no
+  row filters (:mod:`attn_core.explorers.png`);
 * numbers are shown in HTML tables (crisp, and nearly free), not as matplotlib text;
 * sliders send their value when released (``continuous_update=False``), so a drag never
   queues stale redraws, and an update whose inputs did not change draws nothing.
@@ -39,12 +40,12 @@ import ipywidgets as W
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from PIL import Image
 
 from ..threads import blas_threads, on_learner_threads
 from .colors import *  # noqa: F403  (re-exported: tests check these colour pairs)
 from .colors import _ERROR_CSS, THEME_CSS
 from .notes import _Controls, _holds, dark_png, note_ranges, value_note
+from .png import rgb_png
 
 # re-exported: the explorers and tests import the table helpers from base
 from .tables import (  # noqa: F401
@@ -71,8 +72,6 @@ DPI = 80
 #: Device pixels per CSS pixel the frames are drawn for: 2 is sharp on a HiDPI ("2x")
 #: screen; a 1x screen shows the same PNG scaled down by the browser, still crisp.
 SCALE = 2
-#: zlib level of the PNG (Pillow): 1 is several times faster than 6; files barely larger.
-PNG_COMPRESS_LEVEL = 1
 #: Labels of controls are never cut off.
 STYLE = {"description_width": "initial"}
 SLIDER_WIDTH = "420px"
@@ -82,18 +81,9 @@ SLIDER_WIDTH = "420px"
 
 
 def _png(canvas):
-    """PNG bytes of the Agg canvas' current pixels, encoded by Pillow.
-
-    RGB (the figures are opaque: the alpha channel would only make the file larger and
-    slower to encode), zlib level ``PNG_COMPRESS_LEVEL``, no optimisation pass.
-    """
-    rgba = canvas.buffer_rgba()  # a (h, w, 4) uint8 memoryview of the Agg buffer
-    height, width = rgba.shape[:2]
-    # read as RGB straight from the RGBA bytes (raw mode RGBX skips alpha): no convert pass
-    image = Image.frombytes("RGB", (width, height), rgba, "raw", "RGBX")
-    out = io.BytesIO()
-    image.save(out, format="PNG", compress_level=PNG_COMPRESS_LEVEL, optimize=False)
-    return out.getvalue()
+    """PNG bytes of the Agg canvas' current pixels (:func:`attn_core.explorers.png.rgb_png`:
+    RGB, the alpha channel dropped, zlib level 1, rows unfiltered)."""
+    return rgb_png(canvas.buffer_rgba())
 
 
 #: Whether an update also draws the dark theme's frame (see :func:`light_frames_only`).
@@ -335,7 +325,7 @@ class Explorer:
         if png != self.image.value:
             self.image.value = png
             if _DARK_TWIN[0]:
-                self.image_dark.value = dark_png(canvas.figure.canvas, PNG_COMPRESS_LEVEL)
+                self.image_dark.value = dark_png(canvas.figure.canvas)
 
     def _update(self):  # pragma: no cover - every subclass defines it
         raise NotImplementedError

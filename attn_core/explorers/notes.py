@@ -11,7 +11,6 @@ label beside it (:func:`value_note`).
 from __future__ import annotations
 
 import html
-import io
 
 import ipywidgets as W
 import numpy as np
@@ -26,6 +25,7 @@ from .colors import (
     HIGHLIGHT_TEXT,
     MUTED_COLOR,
 )
+from .png import rgb_png
 
 #: Number boxes: ipywidgets sets an entry outside ``min``..``max`` to the nearest end.
 _NUMBER_BOXES = (W.BoundedIntText, W.BoundedFloatText)
@@ -234,12 +234,9 @@ def image_boxes(figure):
     return boxes
 
 
-def dark_png(canvas, compress_level):
+def dark_png(canvas):
     """The dark theme's PNG of an Agg canvas' current pixels (:func:`dark_image`)."""
     rgba = canvas.buffer_rgba()
     height, width = rgba.shape[:2]
     light = Image.frombytes("RGB", (width, height), rgba, "raw", "RGBX")
-    out = io.BytesIO()
-    dark_image(light, image_boxes(canvas.figure)).save(
-        out, format="PNG", compress_level=compress_level, optimize=False)
-    return out.getvalue()
+    return rgb_png(np.asarray(dark_image(light, image_boxes(canvas.figure))))

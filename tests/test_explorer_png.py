@@ -1,0 +1,58 @@
+"""The explorers' PNG writer (attn_core.explorers.png) against Pillow's PNG reader."""
+
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from attn_core.explorers import scaling_explorer
+from attn_core.explorers.png import rgb_png
+
+
+def decoded(png):
+    image = Image.open(io.BytesIO(png))
+    image.load()  # a broken stream or CRC fails here
+    return image
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 3), (7, 5, 3), (33, 64, 4), (2, 300, 4)])
+def test_every_pixel_comes_back_through_pillow(shape):
+    pixels = np.random.default_rng(sum(shape)).integers(0, 256, size=shape, dtype=np.uint8)
+    image = decoded(rgb_png(pixels))
+    assert image.mode == "RGB" and image.size == (shape[1], shape[0])
+    np.testing.assert_array_equal(np.asarray(image), pixels[:, :, :3])
+
+
+def test_every_level_decodes_and_higher_levels_compress_more():
+    flat = np.zeros((64, 64, 3), dtype=np.uint8)
+    flat[16:48, 16:48] = (200, 30, 90)
+    sizes = [len(rgb_png(flat, level)) for level in (0, 1, 9)]
+    for level in (0, 1, 9):
+        np.testing.assert_array_equal(np.asarray(decoded(rgb_png(flat, level))), flat)
+    assert sizes[0] > 64 * 64 * 3 > sizes[1] >= sizes[2]
+
+
+def test_an_explorers_frame_is_its_canvas_pixels():
+    ex = scaling_explorer()
+    rgba = np.asarray(ex.canvas.figure.canvas.buffer_rgba())
+    np.testing.assert_array_equal(np.asarray(decoded(ex.png)), rgba[:, :, :3])
+    dark = np.asarray(decoded(bytes(ex.image_dark.value)))
+    assert dark.shape == rgba[:, :, :3].shape and (dark != rgba[:, :, :3]).any()
+
+
+@pytest.mark.parametrize("pixels, message", [
+    (np.zeros((4, 4), np.uint8), r"\(h, w, 3\) or \(h, w, 4\) uint8.*shape \(4, 4\)"),
+    (np.zeros((4, 4, 3), np.float64), r"dtype float64"),
+    (np.zeros((0, 4, 3), np.uint8), r"h, w >= 1.*shape \(0, 4, 3\)"),
+    (np.zeros((4, 4, 2), np.uint8), r"shape \(4, 4, 2\)"),
+])
+def test_bad_pixels_are_named(pixels, message):
+    with pytest.raises(ValueError, match=f"pixels must be.*{message}"):
+        rgb_png(pixels)
+
+
+@pytest.mark.parametrize("level", [-1, 10, 1.0, "1"])
+def test_bad_level_is_named(level):
+    with pytest.raises(ValueError, match="level must be an int from 0 to 9"):
+        rgb_png(np.zeros((2, 2, 3), np.uint8), level)
