@@ -171,6 +171,45 @@ def naive_ms(explorer):
     return float(np.median(times)) * 1e3
 
 
+def png_table(setups_, only, repeat=10):
+    """Each explorer's first frame encoded by the course's writer (attn_core.explorers.png)
+    and by Pillow at the same zlib level (its peer: the explorers' encoder until issue 31),
+    in one run: median ms, bytes, and Pillow / ours."""
+    import io
+
+    from PIL import Image
+
+    from attn_core.explorers.png import ZLIB_LEVEL, rgb_png
+
+    print(f"{'explorer (first frame)':<29} {'pixels':>10} {'ours ms':>8} {'Pillow ms':>9} "
+          f"{'Pillow/ours':>11} {'ours kB':>8} {'Pillow kB':>9}")
+    seen = set()
+    for name, explorer, _ in setups_:
+        if only not in name or name in seen:
+            continue
+        seen.add(name)
+        rgba = np.asarray(explorer.canvas.figure.canvas.buffer_rgba())
+        h, w = rgba.shape[:2]
+
+        def pillow():
+            out = io.BytesIO()
+            Image.frombytes("RGB", (w, h), rgba, "raw", "RGBX").save(
+                out, format="PNG", compress_level=ZLIB_LEVEL, optimize=False)
+            return out.getvalue()
+
+        timed = {}
+        for label, encode in (("ours", lambda: rgb_png(rgba)), ("pillow", pillow)):
+            times = []
+            for _ in range(repeat):
+                start = time.perf_counter()
+                data = encode()
+                times.append(time.perf_counter() - start)
+            timed[label] = (float(np.median(times)) * 1e3, len(data) / 1e3)
+        (ours, ours_kb), (theirs, theirs_kb) = timed["ours"], timed["pillow"]
+        print(f"{name:<29} {w * h:>10,} {ours:8.1f} {theirs:9.1f} {theirs / ours:10.2f}x "
+              f"{ours_kb:8.0f} {theirs_kb:9.0f}")
+
+
 def load_average():
     """The 1, 5 and 15 minute load averages (a loaded machine makes every number larger)."""
     return ", ".join(f"{v:.2f}" for v in os.getloadavg())
@@ -181,8 +220,14 @@ def main():
     parser.add_argument("--only", metavar="TEXT", default="",
                         help="time only the explorers whose name contains TEXT "
                              "(e.g. --only model)")
+    parser.add_argument("--png", action="store_true",
+                        help="only the PNG encoders: the course's against Pillow's")
     args = parser.parse_args()
     print(f"load average at start: {load_average()} ({os.cpu_count()} cores)")
+    if args.png:
+        png_table(setups(), args.only)
+        print(f"load average at end: {load_average()}")
+        return
     rows = []
     per_explorer = {}
     naive = {}
