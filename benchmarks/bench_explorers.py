@@ -191,14 +191,15 @@ def png_table(setups_, only, repeat=10):
         rgba = np.asarray(explorer.canvas.figure.canvas.buffer_rgba())
         h, w = rgba.shape[:2]
 
-        def pillow():
+        def pillow(rgba=rgba, w=w, h=h):
             out = io.BytesIO()
             Image.frombytes("RGB", (w, h), rgba, "raw", "RGBX").save(
                 out, format="PNG", compress_level=ZLIB_LEVEL, optimize=False)
             return out.getvalue()
 
         timed = {}
-        for label, encode in (("ours", lambda: rgb_png(rgba)), ("pillow", pillow)):
+        for label, encode in (("ours", lambda rgba=rgba: rgb_png(rgba)),
+                             ("pillow", pillow)):
             times = []
             for _ in range(repeat):
                 start = time.perf_counter()
