@@ -154,10 +154,10 @@ PERTURBED_NOTEBOOKS := notebooks/11-a-real-model.ipynb notebooks/12-learning-att
 # What make check leaves to make test: tests marked slow (the GPT's training re-run among them),
 # real browsers, Binder, the hub, the static edition, the
 # learner's-copy round trip, the 20-seed table's regeneration and the
-# transformers cross-check (it loads the pretrained model twice). (The solved notebooks run in
-# make test-rounding.)
+# transformers cross-checks (BERT's loads the pretrained model twice; SmolLM2's reads the GGUF
+# into transformers, 20 s). (The solved notebooks run in make test-rounding.)
 CHECK_SKIP := browser static_html binder classroom learner_copy scaling_table \
-  pretrained_crosscheck
+  pretrained_crosscheck llm_crosscheck
 
 check: lint
 	MPLBACKEND=Agg $(PY) -m pytest $(XDIST) -m "not slow" attn_core tests \

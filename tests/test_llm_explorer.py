@@ -164,3 +164,30 @@ def test_the_readout_numbers_follow_every_control_change(ex):
                                    err_msg=str(where))
         assert shown["marker"] == (float(window), pytest.approx(row)), where
     assert len(ex.errors) == errors
+
+
+def test_a_question_asked_again_is_answered_from_the_kernels_store(monkeypatch):
+    """The same question with the same sampling is decoded once per kernel: a second explorer
+    (or the same one, asked again) shows the stored answer and maps at once, equal to a fresh
+    decode; another temperature or seed is decoded anew."""
+    question = "Name a colour of the sky."
+    calls = []
+    real_chat = lx.chat
+
+    def counting_chat(*args, **kwargs):
+        calls.append(kwargs.get("temperature"))
+        return real_chat(*args, **kwargs)
+
+    monkeypatch.setattr(lx, "chat", counting_chat)
+    first = lx.llm_explorer(question, background=False, max_new=8)
+    again = lx.llm_explorer(question, background=True, max_new=8)  # no worker needed
+    assert len(calls) == 1 and again._thread is None
+    assert again.shown()["answer"] == first.shown()["answer"]
+    np.testing.assert_array_equal(again._maps, first._maps)
+    fresh = lx.conversation_maps(load_llm(), np.concatenate(
+        [first.reply.prompt_ids, first.reply.new_ids]))
+    np.testing.assert_array_equal(again._maps, fresh)
+    with pytest.raises(ValueError, match="read-only"):
+        again._maps[0, 0, 0, 0] = 1.0
+    other = lx.llm_explorer(question, background=False, max_new=8, seed=1, top_k=5)
+    assert len(calls) == 2 and other.answers == 1

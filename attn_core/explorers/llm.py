@@ -20,6 +20,7 @@ default state); :meth:`LLMExplorer.wait` waits for a running answer.
 
 from __future__ import annotations
 
+import collections
 import html
 import threading
 
@@ -49,6 +50,34 @@ _TEXT_CSS = ("font-family:sans-serif;font-size:14px;white-space:pre-wrap;max-wid
              f"color:{TEXT_COLOR};margin:4px 0")
 _NOTE_CSS = f"font-family:sans-serif;font-size:12px;color:{MUTED_COLOR};margin:2px 0"
 WORKING = "The model is working: {n} token(s) so far…"
+
+
+#: Answers decoded in this kernel, the newest last: (question, max_new, temperature, top_k,
+#: seed) -> (the model's params, reply, maps). Asking again (a question typed a second time,
+#: the cell run again, a slider moved back) shows the answer at once; the decoding is seeded,
+#: so it is the same answer. A few only: a conversation's maps hold about 10 MB.
+_ANSWERS = collections.OrderedDict()
+ANSWERS_KEPT = 4
+_ANSWERS_LOCK = threading.Lock()
+
+
+def _answered(key, model):
+    """The stored ``(reply, maps)`` of ``key`` for ``model`` (its very params), or None."""
+    with _ANSWERS_LOCK:
+        hit = _ANSWERS.get(key)
+        if hit is None or hit[0] is not model[0]:
+            return None
+        _ANSWERS.move_to_end(key)
+        return hit[1:]
+
+
+def _remember(key, model, reply, maps):
+    maps.setflags(write=False)  # shared by every explorer that asks the same again
+    with _ANSWERS_LOCK:
+        _ANSWERS[key] = (model[0], reply, maps)
+        _ANSWERS.move_to_end(key)
+        while len(_ANSWERS) > ANSWERS_KEPT:
+            _ANSWERS.popitem(last=False)
 
 
 class _Stopped(Exception):
@@ -151,12 +180,16 @@ class LLMExplorer(Explorer):
         self.status.value = f'<p style="{_NOTE_CSS}">{WORKING.format(n=0)}</p>'
         self.answer_box.value = ""
         args = (job, question, temperature, top_k)
-        if self.background and not wait:
+        known = _answered(self._key(question, temperature, top_k), self.model) is not None
+        if self.background and not wait and not known:
             self._thread = threading.Thread(target=self._answer, args=args, daemon=True,
                                             name="llm-explorer")
             self._thread.start()
         else:
             self._answer(*args)
+
+    def _key(self, question, temperature, top_k):
+        return (question, self.max_new, temperature, top_k, self.seed)
 
     def _answer(self, job, question, temperature, top_k):
         new = []
@@ -168,12 +201,20 @@ class LLMExplorer(Explorer):
             self.status.value = f'<p style="{_NOTE_CSS}">{WORKING.format(n=len(new))}</p>'
             self._show_answer(question, self.tok.decode(new))
 
+        key = self._key(question, temperature, top_k)
         try:
-            reply = chat(question, self.max_new, greedy=top_k == 1, temperature=temperature,
-                         top_k=None if top_k >= self.model[1].vocab_size else top_k,
-                         seed=self.seed, on_token=on_token)
-            ids = np.concatenate([reply.prompt_ids, reply.new_ids])
-            maps = conversation_maps(self.model, ids)
+            known = _answered(key, self.model)
+            if known is None:
+                reply = chat(question, self.max_new, greedy=top_k == 1,
+                             temperature=temperature,
+                             top_k=None if top_k >= self.model[1].vocab_size else top_k,
+                             seed=self.seed, on_token=on_token)
+                ids = np.concatenate([reply.prompt_ids, reply.new_ids])
+                maps = conversation_maps(self.model, ids)
+                _remember(key, self.model, reply, maps)
+            else:
+                reply, maps = known
+                ids = np.concatenate([reply.prompt_ids, reply.new_ids])
         except _Stopped:
             return
         except Exception as exc:  # a worker's error goes to the red box, not a log
