@@ -134,3 +134,27 @@ def test_the_readout_numbers_follow_every_control_change():
                                    for j in range(t + 1))
         assert shown["kept"] == kept == round(mem[-1]), where
         assert f"{method}, n = {n}:" in shown["readout"], where
+
+
+def test_in_a_kernel_every_states_curves_are_computed_in_a_thread(monkeypatch):
+    """In a kernel the explorer computes every method's and size's curves in a thread after
+    it is shown (a first visit then finds them ready); elsewhere it starts no thread."""
+    import threading
+
+    from attn_core.explorers import beyond_quadratic as bq
+
+    bq.cost_curve.cache_clear()
+    bq.memory_curve.cache_clear()
+    bq.beyond_explorer()
+    assert not [t for t in threading.enumerate() if t.name == "beyond-curves"]
+    monkeypatch.setattr(bq, "_in_kernel", lambda: True)
+    bq.beyond_explorer(method="fixed")
+    for t in [t for t in threading.enumerate() if t.name == "beyond-curves"]:
+        t.join(60)
+    every = len(bq.METHODS) * len(bq.SIZES)
+    assert bq.memory_curve.cache_info().currsize == every
+    assert bq.cost_curve.cache_info().currsize == every
+    ours = bq.memory_curve("fixed", 8)
+    bq.memory_curve.cache_clear()
+    for a, b in zip(ours, bq.memory_curve("fixed", 8)):
+        np.testing.assert_array_equal(a, b)

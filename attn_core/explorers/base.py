@@ -31,9 +31,11 @@ The explorers are the only modules that import ipywidgets.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import html
 import io
+import sys
 import traceback
 
 import ipywidgets as W
@@ -172,6 +174,22 @@ class _Canvas:
         out = io.BytesIO()
         self.figure.savefig(out, format="png", dpi=self.figure.dpi, bbox_inches="tight")
         return out.getvalue()
+
+
+def _in_kernel():
+    """True inside a running Jupyter kernel (an IPython shell with a kernel, handling a message
+    in its event loop): there an explorer may work in a thread (the GPT explorer's
+    continuation, the beyond explorer's curves), so that the kernel answers the control's
+    message at once and is free for the next one; elsewhere (tests, scripts, benchmarks, and
+    a thread where another library keeps an event loop, such as Playwright's synchronous API)
+    everything is done at once, in order."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return getattr(shell, "kernel", None) is not None
 
 
 def _heatmap_dynamic(art):

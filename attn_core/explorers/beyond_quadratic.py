@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 
 import ipywidgets as W
 import numpy as np
@@ -21,7 +22,7 @@ from ..cost_beyond import (
 from ..masks import causal_mask, window_mask
 from ..sparse import bigbird_mask, fixed_mask, hops_from, keys_kept, local_global_mask, strided_mask
 from .arguments import check_option
-from .base import Explorer, _Canvas, _row, _slider, _text_of
+from .base import Explorer, _Canvas, _in_kernel, _row, _slider, _text_of
 
 __all__ = ["BeyondExplorer", "beyond_explorer"]
 
@@ -98,6 +99,17 @@ def pattern_summary(method, n, size, cap=64):
     return figures.beyond_quadratic.block_density(mask), int(mask.sum()), hops
 
 
+def warm_curves(first):
+    """Compute (and keep: they are cached) the cost and memory curves of every method and
+    size, ``first``'s method first. A first visit of a state computes its memory curve over
+    2,176 positions (tens of ms, most of a slider's answer there); the explorer runs this in a
+    thread in a kernel, so that the learner's first visits find them ready."""
+    for method in sorted(METHODS, key=lambda m: m != first):
+        for size in SIZES:
+            cost_curve(method, size)
+            memory_curve(method, size)
+
+
 class BeyondExplorer(Explorer):
     """Method, n and size: the cells computed, the cost against n, the memory kept."""
 
@@ -124,6 +136,9 @@ class BeyondExplorer(Explorer):
             fig=self.canvas.figure)
         self.canvas.fix_layout()  # now, while the tick labels are the widest placeholders
         self._start(_row(c["method"], c["n"]), _row(c["size"]), self.image, self.readout)
+        if _in_kernel():  # the curves of the other states, while the learner reads
+            threading.Thread(target=warm_curves, args=(method,), daemon=True,
+                             name="beyond-curves").start()
 
     def _update(self):
         c = self.controls

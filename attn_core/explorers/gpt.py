@@ -25,9 +25,7 @@ bars, their characters and the map.
 
 from __future__ import annotations
 
-import asyncio
 import html
-import sys
 import threading
 
 import ipywidgets as W
@@ -44,6 +42,7 @@ from .base import (
     Explorer,
     _Canvas,
     _choice_slider,
+    _in_kernel,
     _png,
     _row,
     _slider,
@@ -105,21 +104,6 @@ class _HalvesCanvas(_Canvas):
                     if a.get_visible():
                         a.draw(renderer)
         return _png(canvas)
-
-
-def _in_kernel():
-    """True inside a running Jupyter kernel (an IPython shell with a kernel, handling a message
-    in its event loop): there the continuation is drawn in a thread, so that the kernel
-    answers the control's message at once and is free for the next one; elsewhere (tests,
-    scripts, benchmarks, and a thread where another library keeps an event loop, such as
-    Playwright's synchronous API) it is drawn at once."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None
-    return getattr(shell, "kernel", None) is not None
 
 
 def top_chars(probs, chars, n=N_BARS):
