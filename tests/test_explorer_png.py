@@ -56,3 +56,17 @@ def test_bad_pixels_are_named(pixels, message):
 def test_bad_level_is_named(level):
     with pytest.raises(ValueError, match="level must be an int from 0 to 9"):
         rgb_png(np.zeros((2, 2, 3), np.uint8), level)
+
+
+def test_a_slider_move_never_calls_pillows_png_writer(monkeypatch):
+    """Pillow's writer chose a filter for every row, most of a slider's answer (issue 31): an
+    update now encodes its light and dark frames with rgb_png only."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("an explorer update called Pillow's PNG writer")
+
+    ex = scaling_explorer()
+    Image.init()  # Pillow's registry of writers: Image.save looks the format up there
+    monkeypatch.setitem(Image.SAVE, "PNG", refuse)
+    before = (ex.png, bytes(ex.image_dark.value))
+    ex.controls["d_k"].index = len(ex.controls["d_k"].options) - 1
+    assert ex.errors == [] and (ex.png, bytes(ex.image_dark.value)) != before
