@@ -77,7 +77,6 @@ SCALE = 2
 #: Labels of controls are never cut off.
 STYLE = {"description_width": "initial"}
 SLIDER_WIDTH = "420px"
-#: Format of the numbers in the HTML tables.
 
 # --- fast figures: a fixed layout, a cached background, only changed artists drawn -------
 
@@ -89,7 +88,7 @@ def _png(canvas):
 
 
 #: Whether an update also draws the dark theme's frame (see :func:`light_frames_only`).
-_DARK_TWIN = [True]
+_dark_twin = True
 
 
 @contextlib.contextmanager
@@ -97,12 +96,12 @@ def light_frames_only():
     """Inside, explorers draw only the light frame (``.image``); ``.image_dark`` keeps its
     last picture. For the static edition's build, which shows only the light frames: the
     dark twin was a third of each frame's cost there, thrown away."""
-    before = _DARK_TWIN[0]
-    _DARK_TWIN[0] = False
+    global _dark_twin
+    before, _dark_twin = _dark_twin, False
     try:
         yield
     finally:
-        _DARK_TWIN[0] = before
+        _dark_twin = before
 
 
 def css_width(figure):
@@ -342,7 +341,7 @@ class Explorer:
                 image.layout.width = width
         if png != self.image.value:
             self.image.value = png
-            if _DARK_TWIN[0]:
+            if _dark_twin:
                 self.image_dark.value = dark_png(canvas.figure.canvas)
 
     def _update(self):  # pragma: no cover - every subclass defines it
