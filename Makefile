@@ -8,10 +8,11 @@
 #                    doctests and the exercises' checks (no browser, Binder, classroom, static
 #                    edition or notebook passes)
 #   make test        make lint, then the whole test suite (unit, doctests, every notebook
-#                    via nbval, browser, Binder, classroom), then make test-rounding; what CI runs
+#                    via nbval with its exercises answered after them: every check must say
+#                    right, tools/solved_for_nbval.py; browser, Binder, classroom), then make
+#                    test-rounding; what CI runs
 #   make test-rounding  the notebooks again with numpy's AVX-512 kernels switched off (the
-#                    rounding of a CPU without AVX-512), their exercises answered (every check
-#                    must say right: tools/solved_for_nbval.py), and those with trained weights
+#                    rounding of a CPU without AVX-512), and those with trained weights
 #                    with every weight nudged by one ulp: the stored outputs must not change
 #   make lint        ruff over attn_core, tests, tools, benchmarks and notebooks (rules in
 #                    pyproject.toml; `.venv/bin/python -m ruff check --fix ...` fixes many)
@@ -163,13 +164,16 @@ check: lint
 	MPLBACKEND=Agg $(PY) -m pytest $(XDIST) -m "not slow" attn_core tests \
 	  $(CHECK_SKIP:%=--ignore=tests/test_%.py) $(ARGS)
 
+# The notebooks run as tools/solved_for_nbval.py copies them into build/solved/: every cell as
+# shipped (every stored output compared, the unanswered exercises' too), each exercise then
+# answered and checked right after it. One execution per dispatch configuration gives both.
 test: lint
-	MPLBACKEND=Agg $(PY) -m pytest $(XDIST) --nbval-cell-timeout=$(CELL_TIMEOUT) $(ARGS)
+	$(PY) tools/solved_for_nbval.py
+	MPLBACKEND=Agg $(PY) -m pytest $(XDIST) --nbval-cell-timeout=$(CELL_TIMEOUT) \
+	  attn_core tests build/solved $(ARGS)
 	@$(MAKE) --no-print-directory test-rounding
 
-# The AVX-512-off pass runs every notebook once, as tools/solved_for_nbval.py copies it into
-# build/solved/: every stored output compared again, and every exercise answered and checked
-# (one execution for both guarantees).
+# The same copies with numpy's AVX-512 kernels off; then the nudged weights.
 test-rounding: setup
 	@$(PY) tools/cpu_dispatch.py
 	$(PY) tools/solved_for_nbval.py

@@ -1,10 +1,11 @@
 """The solutions built from the notebooks' exercise cells make every check say right.
 
 tools/solutions.py replaces each exercise cell (tagged ``exercise``) by its solution kept in the
-cell's metadata. Every solved notebook is executed once, by nbval in `make test-rounding`
-(tools/solved_for_nbval.py: the copies keep every other stored output, which nbval compares
-again on the second dispatch configuration, and probes read the ``correct`` attribute of every
-Feedback the kernel returned, so the verdicts are read, not their printed text). Here: that
+cell's metadata. Every notebook is executed by nbval in `make test` with its exercises answered
+right after them, once per dispatch configuration (tools/solved_for_nbval.py: the copies keep
+every cell and stored output of the course, which nbval compares, and probes read the
+``correct`` attribute of every Feedback the kernel returned, so the verdicts are read, not
+their printed text). Here: that
 every placeholder is an exercise with a solution, that the copies are made as nbval needs
 them, that the probes fail a wrong answer, and the test of answers shown above an exercise
 (``answers_shown_above``, which the probes call).
@@ -60,10 +61,11 @@ def test_solve_keeps_the_solution_out_of_the_course_and_in_the_copy():
 
 WITH_EXERCISES = [p for p in NOTEBOOKS if solutions.exercise_cells(read(p))]
 
-# The solved notebooks are executed once, by nbval, in `make test-rounding`: tools/
-# solved_for_nbval.py writes every notebook with its exercises answered and probed, and the
-# probes assert there that every check says right and no answer is shown above its exercise
-# (answers_shown_above, below). Here: that the copies are made so, and that the probes fail.
+# The solved notebooks are executed by nbval in `make test`, once per dispatch configuration:
+# tools/solved_for_nbval.py writes every notebook as shipped with its exercises answered and
+# probed after them, and the probes assert there that every check says right and no answer is
+# shown above its exercise (answers_shown_above, below). Here: that the copies are made so,
+# and that the probes fail.
 spec_solved = importlib.util.spec_from_file_location("course_solved_for_nbval",
                                                      ROOT / "tools" / "solved_for_nbval.py")
 solved_for_nbval = importlib.util.module_from_spec(spec_solved)
@@ -74,37 +76,63 @@ def _tags(cell):
     return cell.get("metadata", {}).get("tags", [])
 
 
+def _group(course, i, exercises):
+    """Exercise cell ``i`` and the check cells right after it (indices in the course)."""
+    group = [i]
+    while (group[-1] + 1 < len(course.cells) and group[-1] + 1 not in exercises
+           and course.cells[group[-1] + 1].cell_type == "code"
+           and CHECK_CALL.search(course.cells[group[-1] + 1].source)):
+        group.append(group[-1] + 1)
+    return group
+
+
 @pytest.mark.parametrize("path", WITH_EXERCISES, ids=lambda p: p.stem)
-def test_the_solved_copy_keeps_every_other_cell_and_probes_every_answer(path):
-    """Every cell of the course but the exercise and check cells keeps its source and stored
-    outputs (so nbval compares them again); each exercise holds its solution; every check cell
-    keeps its verdict, a probe follows every exercise; the last cell asserts the verdicts."""
+def test_the_solved_copy_keeps_every_course_cell_and_answers_each_exercise_after_it(path):
+    """Every cell of the course, in order, with its source and stored outputs (so nbval
+    compares all of them, the unanswered exercises' too); after each exercise and its check
+    cells: the solution, a probe of its answers and each check again keeping its verdict,
+    outputs ignored; every check cell of the course is answered so; the last cell asserts."""
     course, solved = read(path), solved_for_nbval.solved_copy(path)
-    kept = [c for c in solved.cells if solved_for_nbval.PROBE_TAG not in _tags(c)]
-    assert len(kept) == len(course.cells)
-    exercises = set(solutions.exercise_cells(course))
-    checks = 0
-    for i, (mine, theirs) in enumerate(zip(kept, course.cells)):
-        source = solutions.solution_of(theirs) if i in exercises else theirs.source
-        if theirs.cell_type == "code" and CHECK_CALL.search(source):
-            assert mine.source == solved_for_nbval.keep_verdict(source, i)
-            assert f"_probe_verdicts[{i}] = (" in mine.source, mine.source
-        else:
-            assert mine.source == source
-        if mine.cell_type != "code":
-            continue
-        answered = i in exercises or CHECK_CALL.search(mine.source)
-        assert ("nbval-ignore-output" in _tags(mine)) == bool(
-            answered or "nbval-ignore-output" in _tags(theirs)), (i, mine.source[:80])
-        if not answered:
-            assert mine.outputs == theirs.outputs, i
-        checks += bool(CHECK_CALL.search(mine.source))
-    probes = [c.source.splitlines()[0] for c in solved.cells
-              if solved_for_nbval.PROBE_TAG in _tags(c)]
-    assert checks > 0
-    assert probes.count("# probe: the answers of the exercise above") == len(exercises)
+    where = [k for k, c in enumerate(solved.cells) if solved_for_nbval.PROBE_TAG not in _tags(c)]
+    assert [solved.cells[k] for k in where] == course.cells
+    exercises = solutions.exercise_cells(course)
+    answered_checks = set()
+    for i in exercises:
+        group = _group(course, i, set(exercises))
+        solution = solutions.solution_of(course.cells[i])
+        expected = [solved_for_nbval.keep_verdict(solution, i)
+                    if CHECK_CALL.search(solution) else solution, None]
+        expected += [solved_for_nbval.keep_verdict(course.cells[j].source, j) for j in group[1:]]
+        after = solved.cells[where[group[-1]] + 1:where[group[-1]] + 1 + len(expected)]
+        assert len(after) == len(expected)
+        for cell, source in zip(after, expected):
+            assert {"nbval-ignore-output", solved_for_nbval.PROBE_TAG} <= set(_tags(cell))
+            if source is None:
+                assert cell.source.startswith("# probe: the answers of the exercise above")
+            else:
+                assert cell.source == source
+        answered_checks |= {j for j, source in zip([i, *group[1:]], [solution, *(
+            course.cells[j].source for j in group[1:])]) if CHECK_CALL.search(source)}
+        assert all(f"_probe_verdicts[{j}] = (" in c.source
+                   for j, c in zip(group[1:], after[2:]))
+    course_checks = {j for j, c in enumerate(course.cells) if c.cell_type == "code" and (
+        CHECK_CALL.search(solutions.solution_of(c) if j in exercises else c.source))}
+    assert answered_checks == course_checks and course_checks
+    probes = [c for c in solved.cells if solved_for_nbval.PROBE_TAG in _tags(c)]
+    assert len(probes) == 2 * len(exercises) + len(course_checks - set(exercises)) + 1
     assert solved.cells[-1].source.startswith("# probe: every check says right")
     assert "nbval-ignore-output" not in _tags(solved.cells[-1])
+
+
+def test_a_check_cell_that_follows_no_exercise_is_refused(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    ex = nbformat.v4.new_code_cell("answer = None")
+    ex.metadata = {"tags": ["exercise"], "solution": ["answer = 64"]}
+    nb.cells = [ex, nbformat.v4.new_markdown_cell("A word between."),
+                nbformat.v4.new_code_cell("check_cells(answer, n=8, h=1)")]
+    nbformat.write(nb, tmp_path / "99-fake.ipynb")
+    with pytest.raises(ValueError, match="cell 2 calls a check but does not follow"):
+        solved_for_nbval.solved_copy(tmp_path / "99-fake.ipynb")
 
 
 def test_notebooks_without_exercises_are_copied_unchanged():

@@ -1,20 +1,23 @@
-"""Every course notebook, its exercises answered, ready for nbval: one run checks both.
+"""Every course notebook, as shipped and then answered, ready for nbval: one run per
+dispatch configuration gives every guarantee that used to take two runs.
 
-``make test-rounding`` runs nbval on these copies with numpy's AVX-512 kernels switched off.
-One execution of each notebook then gives two guarantees that used to take two:
+``make test`` runs nbval on these copies twice: with numpy's AVX-512 kernels on (the machine's
+own dispatch) and switched off. Each copy is the course notebook with cells added, none changed:
 
-* every stored output of the course is compared again, on the second dispatch configuration:
-  a copy keeps every cell and every stored output of its notebook, except the exercise cells
-  (their solution in place of the stub, from ``metadata["solution"]``, tools/solutions.py) and
-  the cells that call a check (their verdict is now "Right", not the stub's "No answer yet"):
-  those two kinds are tagged ``nbval-ignore-output`` (they still run, and still fail on an
-  error; their stored outputs are compared by the main nbval pass);
-* every exercise is answered and every check says right: after each check cell a probe keeps
-  the Feedback it returned, after each exercise cell the values its solution assigned, and a
-  last cell asserts that every Feedback is correct and that no answer is shown above its
-  exercise (``answers_shown_above`` of tests/test_solutions.py).
+* every cell of the course keeps its source and stored outputs, so nbval compares every stored
+  output of the course, the exercise cells and the checks under them included: they run as a
+  learner first meets them, unanswered ("No answer yet");
+* right after each exercise and the check cells that follow it, answered copies of them run
+  (tagged ``nbval-ignore-output``; they still fail on an error): the exercise with its solution
+  (from ``metadata["solution"]``, tools/solutions.py), then each check keeping the Feedback it
+  returned; a probe after the answered exercise keeps the values its solution assigned. The
+  cells below then run with the exercise answered, as a learner who answered it has them;
+* a last cell asserts that every answered check says right, that every exercise was probed,
+  and that no answer is shown above its exercise (``answers_shown_above`` of
+  tests/test_solutions.py).
 
-Notebooks without exercises are copied unchanged. The copies are built, not kept
+Notebooks without exercises are copied unchanged. A check cell that does not follow an exercise
+is an error (it could only check the unanswered state). The copies are built, not kept
 (``build/solved/``, git-ignored); the kernel runs them from that folder (no notebook reads a
 file relative to its own).
 
@@ -78,12 +81,6 @@ print("every check right; no answer shown above its exercise")
 """
 
 
-def _tag(cell, tag):
-    tags = cell.metadata.setdefault("tags", [])
-    if tag not in tags:
-        tags.append(tag)
-
-
 def _probe(source):
     cell = nbformat.v4.new_code_cell(source)
     cell.metadata["tags"] = [IGNORE, PROBE_TAG]
@@ -104,29 +101,45 @@ def keep_verdict(source, index):
                       *lines[last.lineno - 1:last.end_lineno], ")", f"_probe_verdicts[{index}]"])
 
 
+def _answered(cell, source, index):
+    """A copy of course cell ``index`` that runs ``source``, outputs ignored; a check call at
+    its end keeps its verdict."""
+    copy = nbformat.v4.new_code_cell(keep_verdict(source, index) if CHECK_CALL.search(source)
+                                     else source)
+    copy.metadata["tags"] = [IGNORE, PROBE_TAG]
+    return copy
+
+
 def solved_copy(path):
-    """The notebook at ``path`` with its exercises answered and probed (see the module)."""
+    """The notebook at ``path`` with each exercise answered and probed right after it (see
+    the module); ValueError for a check cell that does not follow an exercise."""
     nb = nbformat.read(path, as_version=4)
     exercises = set(solutions.exercise_cells(nb))
     if not exercises:
         return nb
-    cells, checks = [], 0
+    cells, pending, checks = [], [], 0
     for index, cell in enumerate(nb.cells):
+        is_code = cell.cell_type == "code"
+        follows = is_code and index not in exercises and CHECK_CALL.search(cell.source)
+        if pending and not follows:  # the exercise's group is over: answer it here
+            cells += pending
+            pending = []
         cells.append(cell)
-        if cell.cell_type != "code":
+        if not is_code:
             continue
         if index in exercises:
-            cell.source = solutions.solution_of(cell)
-            cell.metadata.pop("solution", None)
-            cell.outputs, cell.execution_count = [], None
-            _tag(cell, IGNORE)
-        if CHECK_CALL.search(cell.source):
-            _tag(cell, IGNORE)
-            cell.source = keep_verdict(cell.source, index)
+            solution = solutions.solution_of(cell)
+            names = sorted(set(ANSWER_NAME.findall(solution)))
+            pending = [_answered(cell, solution, index),
+                       _probe(ANSWER_PROBE.format(names=names))]
+            checks += bool(CHECK_CALL.search(solution))
+        elif follows:
+            if not pending:
+                raise ValueError(f"{Path(path).name}: cell {index} calls a check but does not "
+                                 "follow an exercise cell (or another check right after one)")
+            pending.append(_answered(cell, cell.source, index))
             checks += 1
-        if index in exercises:
-            names = sorted(set(ANSWER_NAME.findall(cell.source)))
-            cells.append(_probe(ANSWER_PROBE.format(names=names)))
+    cells += pending
     final = nbformat.v4.new_code_cell(FINAL_PROBE.format(
         checks=checks, exercises=len(exercises), test=str(ROOT / "tests" / "test_solutions.py"),
         course=str(path)))
