@@ -8,9 +8,12 @@ news" pop-up is left to the settings the environment ships for learners, and a t
 that a first session never shows it), over a temporary copy of notebooks/ (the repository's
 notebooks are never changed). Playwright for Python drives Debian's Chromium:
 
-* each notebook is opened, run with Run > Run All Cells, and must end with the kernel idle
-  (status bar ``Python 3 (ipykernel) | Idle``), every code cell run, no error output, and
-  every widget rendered ("Error displaying widget" or "Loading widget..." fail it);
+* each notebook is opened; a notebook with an explorer is run with Run > Run All Cells and
+  must end with the kernel idle (status bar ``Python 3 (ipykernel) | Idle``), every code cell
+  run, no error output, and every widget rendered ("Error displaying widget" or "Loading
+  widget..." fail it). A notebook without an explorer is checked as stored (no error output,
+  every output rendered, no widget): nbval executes it on both dispatch configurations, and
+  a live kernel in the page would show nothing the stored outputs do not;
 * a screenshot of the whole notebook is saved in artifacts/screenshots/ for a person to
   look at;
 * every explorer listed in ``EXPLORERS`` (the table to extend when a notebook gains an
@@ -95,8 +98,8 @@ EXPLORERS = {
     "18-beyond-quadratic.ipynb": [Explorer("beyond_explorer()", ("sequence length n",
                                                                  "window / stride / block"))],
 }
-#: Key presses per slider (alternating direction at the ends): enough for a median and p95.
-PRESSES = 5
+#: Key presses per slider (alternating direction at the ends): a median and a slowest press.
+PRESSES = 3
 LATENCY_GOAL_MS = 100  # ms: issue 31, the course's goal for a slider in the page
 SENTENCE_GOAL_MS = 300
 THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
@@ -235,13 +238,13 @@ def report(config, text):
 
 
 def latency_table(samples):
-    """Lines of a table: control, presses, median and p95 of key press -> new image (ms)."""
+    """Lines of a table: control, presses, median and slowest key press -> new image (ms)."""
     width = max([len(k) for k in samples] + [30])
-    lines = [f"  {'explorer: control':<{width}}  presses  median ms  p95 ms  goal"]
+    lines = [f"  {'explorer: control':<{width}}  presses  median ms  max ms  goal"]
     for name, ms in samples.items():
         goal = SENTENCE_GOAL_MS if "sentence" in name else LATENCY_GOAL_MS
-        med, p95 = np.median(ms), np.percentile(ms, 95)
-        lines.append(f"  {name:<{width}}  {len(ms):>7}  {med:>9.0f}  {p95:>6.0f}  "
+        med, slowest = np.median(ms), np.max(ms)
+        lines.append(f"  {name:<{width}}  {len(ms):>7}  {med:>9.0f}  {slowest:>6.0f}  "
                      f"median <= {goal}{'' if med <= goal else ' (missed)'}")
     return lines
 
@@ -249,7 +252,7 @@ def latency_table(samples):
 @pytest.fixture(scope="session")
 def latencies(request):
     """Key press -> new image, in ms, per control, collected over the session; a table of
-    median and p95 is printed at its end (a benchmark, not asserted)."""
+    median and slowest press is printed at its end (a benchmark, not asserted)."""
     found = {"_phases": {}}
     start = time.monotonic()
     yield found
@@ -533,6 +536,8 @@ def set_theme(page, theme):
 
 #: Window sizes the explorers are photographed at (a laptop, a desktop screen).
 SIZES = {"1280": (1280, 800), "1920": (1920, 1080)}
+#: (theme, window) of each photograph of an explorer: both themes, both sizes.
+SHOTS = (("light", "1280"), ("dark", "1920"))
 
 JS_TABLES = """(output) => {
   // Every number table of the explorer: cut by the output's right edge? does it scroll?
@@ -552,36 +557,36 @@ JS_TABLES = """(output) => {
 
 
 def screenshot_themes(page, output, stem, explorer):
-    """The explorer in the light and the dark theme, in a 1280 and a 1920 px wide window:
-    NOTEBOOK--EXPLORER--THEME--WIDTH.png. The page is made taller than the explorer first,
-    so that the status bar never covers its end. In each theme only that theme's frame
-    shows; no number table is cut by the output's edge, and in the wide window none needs
-    to scroll (11's row table was cut at the figure's width at 1920 px). Each theme is
-    switched to once (a switch restyles the whole page: the costly step), its sizes in
-    turn: light at 1280 and 1920, then dark at 1920 and 1280."""
+    """The explorer in the light theme in a 1280 px wide window and in the dark theme in a
+    1920 px one (``SHOTS``): NOTEBOOK--EXPLORER--THEME--WIDTH.png. The page is made taller
+    than the explorer first, so that the status bar never covers its end. In each theme only
+    that theme's frame shows; no number table is cut by the output's edge, and in the wide
+    window none needs to scroll (11's row table was cut at the figure's width at 1920 px).
+    Each theme and each width is met once: the frame a theme shows does not depend on the
+    window's width, nor a table's layout on the theme (a theme switch restyles the whole
+    page: the costly step)."""
     size = page.viewport_size
     try:
-        for theme in ("light", "dark"):
+        for theme, label in SHOTS:
             set_theme(page, theme)
-            sizes = list(SIZES.items())
-            for label, (width, height) in (sizes if theme == "light" else sizes[::-1]):
-                page.set_viewport_size({"width": width, "height": height})
-                page.wait_for_timeout(300)
-                tall = output.bounding_box()["height"] + 400
-                page.set_viewport_size({"width": width, "height": int(max(height, tall))})
-                output.scroll_into_view_if_needed()
-                shown = output.locator(f"img.attn-{theme}").first
-                hidden = output.locator(f"img.attn-{'dark' if theme == 'light' else 'light'}")
-                assert shown.is_visible() and not hidden.first.is_visible(), (
-                    f"{explorer.name}: the {theme} theme does not show its own frame")
-                output.screenshot(
-                    path=str(SCREENSHOTS / f"{stem}--{explorer.name}--{theme}--{label}.png"))
-                tables = output.evaluate(JS_TABLES)
-                assert not [t for t in tables if t["cut"]], (
-                    f"{explorer.name} at {label}, {theme}: {tables}")
-                if label == "1920":
-                    assert not [t for t in tables if t["scrolls"]], (
-                        f"{explorer.name} at {label}: a table scrolls: {tables}")
+            width, height = SIZES[label]
+            page.set_viewport_size({"width": width, "height": height})
+            page.wait_for_timeout(300)
+            tall = output.bounding_box()["height"] + 400
+            page.set_viewport_size({"width": width, "height": int(max(height, tall))})
+            output.scroll_into_view_if_needed()
+            shown = output.locator(f"img.attn-{theme}").first
+            hidden = output.locator(f"img.attn-{'dark' if theme == 'light' else 'light'}")
+            assert shown.is_visible() and not hidden.first.is_visible(), (
+                f"{explorer.name}: the {theme} theme does not show its own frame")
+            output.screenshot(
+                path=str(SCREENSHOTS / f"{stem}--{explorer.name}--{theme}--{label}.png"))
+            tables = output.evaluate(JS_TABLES)
+            assert not [t for t in tables if t["cut"]], (
+                f"{explorer.name} at {label}, {theme}: {tables}")
+            if label == "1920":
+                assert not [t for t in tables if t["scrolls"]], (
+                    f"{explorer.name} at {label}: a table scrolls: {tables}")
     finally:
         set_theme(page, "light")
         page.set_viewport_size(size)
@@ -660,8 +665,9 @@ def test_notebook_runs_in_jupyterlab(notebook, lab, lab_page, latencies):
         if following < len(NOTEBOOKS):
             lab.start_kernel(NOTEBOOKS[following].name)
         lap("open")
-        run_all(page)
-        lap("run all")
+        if name in EXPLORERS:
+            run_all(page)
+            lap("run all")
         state = page.evaluate(JS_STATE)
         assert not state["errors"], f"{name}: error outputs: {state['errors']}"
         assert state["unrun"] == 0, f"{name}: {state['unrun']} code cells did not run"
@@ -672,6 +678,8 @@ def test_notebook_runs_in_jupyterlab(notebook, lab, lab_page, latencies):
             timeout=UPDATE_TIMEOUT, polling=250)
         widgets = page.evaluate(JS_WIDGETS)
         assert not widgets["errors"], f"{name}: {widgets['errors']}"
+        if name not in EXPLORERS:  # as stored: a widget there would need a kernel
+            assert widgets["views"] == 0, f"{name}: a widget outside EXPLORERS"
         if name in EXPLORERS:
             assert widgets["images"] > 0, f"{name}: the explorer shows no figure"
             for explorer in EXPLORERS[name]:
