@@ -7,13 +7,14 @@
 #   make check       the fast loop for contributors: make lint, then the unit, property and
 #                    doctests and the exercises' checks (no browser, Binder, classroom, static
 #                    edition or notebook passes)
-#   make test        make lint, then the whole test suite (unit, doctests, every notebook
-#                    via nbval with its exercises answered after them: every check must say
-#                    right, tools/solved_for_nbval.py; browser, Binder, classroom), then make
-#                    test-rounding; what CI runs
-#   make test-rounding  the notebooks again with numpy's AVX-512 kernels switched off (the
-#                    rounding of a CPU without AVX-512), and those with trained weights
-#                    with every weight nudged by one ulp: the stored outputs must not change
+#   make test        make lint, then the whole test suite in one pytest session: unit,
+#                    doctests, browser, Binder, classroom, and every notebook via nbval with
+#                    its exercises answered after them (every check must say right:
+#                    tools/solved_for_nbval.py), twice: with numpy's own kernels and with its
+#                    AVX-512 kernels switched off (the rounding of a CPU without AVX-512), and
+#                    those with trained weights once more with every weight nudged by one ulp
+#                    (the stored outputs must not change); what CI runs
+#   make test-rounding  only the AVX-512-off and nudged-weights notebook runs
 #   make lint        ruff over attn_core, tests, tools, benchmarks and notebooks (rules in
 #                    pyproject.toml; `.venv/bin/python -m ruff check --fix ...` fixes many)
 #   make notebooks   regenerate navigation, re-execute every notebook, store its outputs
@@ -70,7 +71,7 @@ PORT ?= 8888
 # JupyterLab refuses to run as root unless told to.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help setup lab fresh lock lint check test test-rounding test-binder notebooks nav \
+.PHONY: help setup lab fresh lock lint check test test-rounding copies test-binder notebooks nav \
 	solutions bench html \
 	test-extras crosscheck-extras clean distclean classroom classroom-env
 
@@ -164,23 +165,32 @@ check: lint
 	MPLBACKEND=Agg $(PY) -m pytest $(XDIST) -m "not slow" attn_core tests \
 	  $(CHECK_SKIP:%=--ignore=tests/test_%.py) $(ARGS)
 
-# The notebooks run as tools/solved_for_nbval.py copies them into build/solved/: every cell as
-# shipped (every stored output compared, the unanswered exercises' too), each exercise then
-# answered and checked right after it. One execution per dispatch configuration gives both.
-test: lint
-	$(PY) tools/solved_for_nbval.py
-	MPLBACKEND=Agg $(PY) -m pytest $(XDIST) --nbval-cell-timeout=$(CELL_TIMEOUT) \
-	  attn_core tests build/solved $(ARGS)
-	@$(MAKE) --no-print-directory test-rounding
+# The notebooks run as tools/solved_for_nbval.py copies them: every cell as shipped (every
+# stored output compared, the unanswered exercises' too), each exercise then answered and
+# checked right after it. Three sets of copies, one pytest session (so the two workers stay
+# busy to the end): build/solved with the machine's own numpy dispatch, build/no-avx512 with
+# the AVX-512 targets off, build/nudged (the trained-weights notebooks) with every weight nudged;
+# the last two set their environment in their first cell, which also proves it took effect.
+NBVAL_COPIES := build/solved build/no-avx512 build/nudged
+# The longest files first: each worker takes one, and the many short ones fill in around them.
+LONGEST := tests/test_browser.py tests/test_static_html.py tests/test_grading.py
 
-# The same copies with numpy's AVX-512 kernels off; then the nudged weights.
-test-rounding: setup
+copies: setup
 	@$(PY) tools/cpu_dispatch.py
-	$(PY) tools/solved_for_nbval.py
-	NPY_DISABLE_CPU_FEATURES="$(NO_AVX512)" MPLBACKEND=Agg $(PY) -m pytest $(XDIST) \
-	  --nbval-cell-timeout=$(CELL_TIMEOUT) build/solved
-	ATTN_CORE_PERTURB_INIT=1 MPLBACKEND=Agg $(PY) -m pytest $(XDIST) \
-	  --nbval-cell-timeout=$(CELL_TIMEOUT) $(PERTURBED_NOTEBOOKS)
+	$(PY) tools/solved_for_nbval.py --out build/solved
+	$(PY) tools/solved_for_nbval.py --out build/no-avx512 \
+	  --env NPY_DISABLE_CPU_FEATURES="$(NO_AVX512)"
+	$(PY) tools/solved_for_nbval.py --out build/nudged --env ATTN_CORE_PERTURB_INIT=1 \
+	  $(PERTURBED_NOTEBOOKS)
+
+test: lint copies
+	MPLBACKEND=Agg $(PY) -m pytest $(XDIST) --nbval-cell-timeout=$(CELL_TIMEOUT) \
+	  $(LONGEST) $(NBVAL_COPIES) attn_core tests $(ARGS)
+
+# Only the copies with AVX-512 off and with the weights nudged (make test runs them too).
+test-rounding: copies
+	MPLBACKEND=Agg $(PY) -m pytest $(XDIST) --nbval-cell-timeout=$(CELL_TIMEOUT) \
+	  build/no-avx512 build/nudged $(ARGS)
 
 # --- maintainers -------------------------------------------------------------------------
 

@@ -277,3 +277,30 @@ def answers_shown_above(path, answers):
             if hits:
                 leaks.append((number, f"{name} = {value!r} shown above as {hits[0]!r}"))
     return leaks
+
+
+def test_a_copy_with_an_environment_sets_it_before_numpy_and_proves_the_dispatch(tmp_path):
+    """``--env``: the copy's first cell sets the variables before numpy loads, so the kernel
+    runs as a process started with them (here numpy's AVX2 target, X86_V3, switched off: the
+    notebook's own cell sees it off), and fails if numpy was imported before it."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "import os\nfrom numpy._core._multiarray_umath import __cpu_features__\n"
+        "print(__cpu_features__.get('X86_V3'), os.environ['NPY_DISABLE_CPU_FEATURES'])")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nbformat.write(nb, tmp_path / "98-env.ipynb")
+    env = {"NPY_DISABLE_CPU_FEATURES": "X86_V3"}
+    [copy_path] = solved_for_nbval.build(tmp_path / "out", [tmp_path / "98-env.ipynb"], env)
+    copy = read(copy_path)
+    assert "X86_V3" in copy.cells[0].source and len(copy.cells) == 2
+    NotebookClient(copy, timeout=120, kernel_name="python3").execute()
+    assert copy.cells[1].outputs[0]["text"] == "False X86_V3\n"
+
+    late = read(copy_path)
+    late.cells.insert(0, nbformat.v4.new_code_cell("import numpy"))
+    NotebookClient(late, timeout=120, kernel_name="python3", allow_errors=True).execute()
+    errors = [o for o in late.cells[1].outputs if o.output_type == "error"]
+    assert errors and "imported before the environment was set: ['numpy']" in errors[0]["evalue"]

@@ -21,8 +21,14 @@ is an error (it could only check the unanswered state). The copies are built, no
 (``build/solved/``, git-ignored); the kernel runs them from that folder (no notebook reads a
 file relative to its own).
 
+A copy may also run with environment variables of its own (``--env NAME=VALUE``): its first cell
+sets them before anything imports numpy or attn_core (and fails if something did), so one
+pytest session runs the copies of both dispatch configurations and of the nudged weights side
+by side, each kernel as a process started with them. With ``NPY_DISABLE_CPU_FEATURES`` that
+cell also asserts that numpy runs none of the targets named (the pass proves which kernels ran).
+
     python tools/solved_for_nbval.py               # -> build/solved/
-    python tools/solved_for_nbval.py --out DIR
+    python tools/solved_for_nbval.py --out DIR [--env NAME=VALUE ...] [NOTEBOOK ...]
 """
 
 import argparse
@@ -152,26 +158,71 @@ def solved_copy(path):
     return nb
 
 
-def build(out=OUT, notebooks=None):
-    """Write a copy of every course notebook into ``out`` (emptied first); returns the paths."""
+#: The first cell of a copy with an environment of its own (``env``: {name: value}).
+ENV_PROBE = """\
+# probe: this copy runs with {env!r}, set before numpy is imported
+import os as _os
+import sys as _sys
+
+_early = sorted({{_m.split(".")[0] for _m in _sys.modules}} & {{"numpy", "attn_core"}})
+assert not _early, f"imported before the environment was set: {{_early}}"
+_os.environ.update({env!r})
+"""
+#: ... and, when the environment switches numpy's dispatch targets off, the proof that it did.
+DISPATCH_PROBE = """
+from numpy._core._multiarray_umath import __cpu_features__ as _features
+
+_still = [_t for _t in {targets!r} if _features.get(_t)]
+assert not _still, f"switched off, still active: {{_still}}"
+"""
+
+
+def env_cell(env):
+    """The copy's first cell: sets ``env`` ({name: value}) in the kernel before numpy loads."""
+    source = ENV_PROBE.format(env=dict(env))
+    off = env.get("NPY_DISABLE_CPU_FEATURES", "").replace(",", " ").split()
+    if off:
+        source += DISPATCH_PROBE.format(targets=off)
+    return _probe(source)
+
+
+def build(out=OUT, notebooks=None, env=None):
+    """Write a copy of every course notebook (or of ``notebooks``) into ``out`` (emptied
+    first), with ``env`` ({name: value}) set by its first cell if given; returns the paths."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.ipynb"):
         old.unlink()
     written = []
     for path in notebooks or sorted((ROOT / "notebooks").glob("*.ipynb")):
+        path = Path(path)
+        copy = solved_copy(path)
+        if env:
+            copy.cells.insert(0, env_cell(env))
         target = out / path.name
-        nbformat.write(solved_copy(path), target)
+        nbformat.write(copy, target)
         written.append(target)
     return written
+
+
+def _name_value(text):
+    name, sep, value = text.partition("=")
+    if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise argparse.ArgumentTypeError(f"--env expects NAME=VALUE, got {text!r}")
+    return name, value
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=OUT, help="folder (default build/solved)")
+    parser.add_argument("--env", type=_name_value, action="append", default=[],
+                        metavar="NAME=VALUE", help="set in each copy's kernel (repeatable)")
+    parser.add_argument("notebooks", type=Path, nargs="*",
+                        help="course notebooks to copy (default: all of notebooks/)")
     args = parser.parse_args(argv)
-    written = build(args.out)
-    print(f"{len(written)} notebooks for nbval in {args.out}")
+    written = build(args.out, args.notebooks or None, dict(args.env))
+    print(f"{len(written)} notebooks for nbval in {args.out}"
+          + (f", each with {dict(args.env)}" if args.env else ""))
     return 0
 
 
