@@ -15,6 +15,8 @@
 #                    those with trained weights once more with every weight nudged by one ulp
 #                    (the stored outputs must not change); what CI runs
 #   make test-rounding  only the AVX-512-off and nudged-weights notebook runs
+#   make copies      the notebooks as nbval runs them, exercises answered after them
+#                    (build/solved, build/no-avx512, build/nudged: tools/solved_for_nbval.py)
 #   make lint        ruff over attn_core, tests, tools, benchmarks and notebooks (rules in
 #                    pyproject.toml; `.venv/bin/python -m ruff check --fix ...` fixes many)
 #   make notebooks   regenerate navigation, re-execute every notebook, store its outputs

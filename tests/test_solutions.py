@@ -304,3 +304,13 @@ def test_a_copy_with_an_environment_sets_it_before_numpy_and_proves_the_dispatch
     NotebookClient(late, timeout=120, kernel_name="python3", allow_errors=True).execute()
     errors = [o for o in late.cells[1].outputs if o.output_type == "error"]
     assert errors and "imported before the environment was set: ['numpy']" in errors[0]["evalue"]
+
+
+def test_a_copy_made_from_a_relative_path_reads_its_course_notebook_from_anywhere(
+        tmp_path, monkeypatch):
+    """The Makefile names the nudged notebooks relative to the checkout; the copy's last probe
+    reads the course notebook from the kernel's folder (build/nudged/), so it needs the full
+    path (it once failed there with FileNotFoundError)."""
+    monkeypatch.chdir(ROOT)
+    [copy] = solved_for_nbval.build(tmp_path, [Path("notebooks/05-softmax.ipynb")])
+    assert repr(str(ROOT / "notebooks" / "05-softmax.ipynb")) in read(copy).cells[-1].source

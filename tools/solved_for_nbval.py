@@ -195,7 +195,7 @@ def build(out=OUT, notebooks=None, env=None):
         old.unlink()
     written = []
     for path in notebooks or sorted((ROOT / "notebooks").glob("*.ipynb")):
-        path = Path(path)
+        path = Path(path).resolve()  # the last probe reads the course notebook
         copy = solved_copy(path)
         if env:
             copy.cells.insert(0, env_cell(env))
