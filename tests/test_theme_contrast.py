@@ -141,8 +141,19 @@ def _pixels(png):
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
 
 
+def _colours(pixels, counts=False):
+    """The distinct RGB colours of ``pixels`` (..., 3) as (k, 3), and how often each occurs.
+
+    Each colour is packed into one integer first: numpy's unique over rows (``axis=0``)
+    sorts them lexicographically, 20-30x slower on a frame of a few million pixels."""
+    rgb = pixels.reshape(-1, 3).astype(np.uint32)
+    values, seen = np.unique(rgb[:, 0] << 16 | rgb[:, 1] << 8 | rgb[:, 2], return_counts=True)
+    unpacked = np.stack([values >> 16, values >> 8 & 255, values & 255], axis=-1)
+    return (unpacked, seen) if counts else unpacked
+
+
 def _commonest(pixels):
-    values, counts = np.unique(pixels.reshape(-1, 3), axis=0, return_counts=True)
+    values, counts = _colours(pixels, counts=True)
     return tuple(int(v) for v in values[np.argmax(counts)])
 
 
@@ -180,7 +191,7 @@ def test_every_explorer_shows_a_dark_figure_in_the_dark_theme(factory):
     assert (dark[ink] == colors.DARK_INK).all()
     # any grey left outside the images is readable on the dark page, as text must be
     text_like = (light.max(-1) < 120) & (np.ptp(light, axis=-1) <= colors.GREY_CHROMA) & ~keep
-    for rgb in np.unique(dark[text_like], axis=0):
+    for rgb in _colours(dark[text_like]):
         assert contrast((*rgb, 1.0), (*colors.DARK_PAGE, 1.0)) >= 3.0, rgb
 
 
