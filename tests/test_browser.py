@@ -21,12 +21,13 @@ notebooks are never changed). Playwright for Python drives Debian's Chromium:
   main controls moved with the keyboard (slider handle focused, arrow keys), ``PRESSES``
   times each: after every key press the slider's read-out and the figure (the image's
   ``src``) must change. The time from the key press to the new image decoded in the page is
-  collected, and a table of median and p95 per control is printed at the end of the
+  collected, and a table of median and slowest press per control is printed at the end of the
   session (a benchmark, not asserted; goal: median <= 100 ms). Where an explorer names a
   sentence, it is typed into the explorer's text box and Enter pressed: the figure must
   change and the query menu list the new word pieces (goal 300 ms);
-* each explorer is photographed in JupyterLab's light and dark theme:
-  artifacts/screenshots/NOTEBOOK--EXPLORER--light.png and ...--dark.png.
+* each explorer is photographed in JupyterLab's light theme in a 1280 px window and in its
+  dark theme in a 1920 px one: artifacts/screenshots/NOTEBOOK--EXPLORER--light--1280.png and
+  ...--dark--1920.png.
 
 Skipped without Playwright or Chromium (see tests/conftest.py); a failure under CI=true.
 """
