@@ -43,7 +43,7 @@
 #   make clean       remove caches and build files (make distclean also removes .venv)
 #
 # Variables: ARGS (extra pytest options: make test ARGS="-k softmax"), JOBS (pytest-xdist
-# workers, default 2; JOBS=1 runs in one process), CELL_TIMEOUT and
+# workers, default: one more than the cores, at most 4; JOBS=1 runs in one process), CELL_TIMEOUT and
 # EXEC_TIMEOUT (seconds per notebook cell), HOST and PORT (JupyterLab), PYTHON (the
 # interpreter that creates .venv).
 
@@ -144,7 +144,12 @@ lint: setup
 
 # pytest-xdist: independent test files on JOBS workers (--dist loadfile keeps a file, and so a
 # notebook's cells, on one worker).
-JOBS ?= 2
+# One worker more than the machine has cores (at most 4): much of the suite waits on other
+# processes (kernels, JupyterLab, Chromium, the hub), and an extra worker fills those gaps.
+# On a quiet 2-core machine make test took 15 min 32 s with 3 workers, 19 min 47 s with 2
+# (2 December 2026, one run each; docs/maintaining.md).
+CORES := $(shell nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)
+JOBS ?= $(shell echo $$(( $(CORES) + 1 < 4 ? $(CORES) + 1 : 4 )))
 XDIST := $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadfile)
 # numpy's AVX-512 dispatch targets (tools/cpu_dispatch.py lists the same): switched off, numpy
 # runs the kernels of a CPU without AVX-512. Never touch OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE.
