@@ -11,6 +11,7 @@ them, that the probes fail a wrong answer, and the test of answers shown above a
 (``answers_shown_above``, which the probes call).
 """
 
+import ast
 import importlib.util
 import re
 from pathlib import Path
@@ -314,3 +315,143 @@ def test_a_copy_made_from_a_relative_path_reads_its_course_notebook_from_anywher
     monkeypatch.chdir(ROOT)
     [copy] = solved_for_nbval.build(tmp_path, [Path("notebooks/05-softmax.ipynb")])
     assert repr(str(ROOT / "notebooks" / "05-softmax.ipynb")) in read(copy).cells[-1].source
+
+
+# --- no cell below an exercise depends on whether it was answered ----------------------------
+
+def _code(source):
+    """A cell's source as Python (IPython's % and ! lines blanked)."""
+    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line
+                     for line in source.splitlines())
+
+
+def _imported(nb):
+    """Names the notebook binds by an import (modules and what is imported from them)."""
+    names = set()
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            for node in ast.walk(ast.parse(_code(cell.source))):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+#: Methods that change their object in place: a random generator's draws, a list's, a dict's
+#: or a set's edits, an array's fill and sort.
+IN_PLACE = {"random", "integers", "normal", "standard_normal", "uniform", "choice",
+            "permutation", "permuted", "shuffle", "exponential", "binomial", "poisson",
+            "multinomial", "dirichlet", "beta", "gamma", "bytes", "append", "extend", "insert",
+            "remove", "pop", "clear", "update", "setdefault", "add", "discard", "sort", "fill"}
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp,
+           ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _cell_scope(tree):
+    """The nodes of ``tree`` in the cell's own (module) scope: not inside a function, a
+    lambda, a class or a comprehension, whose names are their own."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, _SCOPES))
+
+
+def _free_loads(node):
+    """Names ``node`` reads from the cell's scope (a comprehension's or a function's own
+    names excluded)."""
+    if isinstance(node, _SCOPES):
+        own = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+               and isinstance(n.ctx, ast.Store)}
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            own |= {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+                and isinstance(n.ctx, ast.Load)} - own
+    found = {node.id} if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) else set()
+    for child in ast.iter_child_nodes(node):
+        found |= _free_loads(child)
+    return found
+
+
+def _bound(node):
+    """Names a statement binds in the cell's scope."""
+    names = set()
+    for n in _cell_scope(node):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            names.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+    return names
+
+
+def _touched(source, modules):
+    """Names a cell binds, and objects it changes in place (``rng.normal(...)``, ``x[0] = 1``:
+    rng, x), modules excepted."""
+    tree = ast.parse(_code(source))
+    names = _bound(tree)
+    for n in ast.walk(tree):  # in a comprehension or a function too: the object is outside
+        if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                and n.func.attr in IN_PLACE and isinstance(n.func.value, ast.Name)):
+            names.add(n.func.value.id)
+        elif (isinstance(n, (ast.Subscript, ast.Attribute)) and isinstance(n.ctx, ast.Store)
+              and isinstance(n.value, ast.Name)):
+            names.add(n.value.id)
+    return names - modules
+
+
+def _reads_before_binding(source, names):
+    """Which of ``names`` a cell reads before (re)binding them, statement by statement; and
+    ``names`` less those it binds."""
+    read, left = set(), set(names)
+    for statement in ast.parse(_code(source)).body:
+        read |= _free_loads(statement) & left
+        left -= _bound(statement)
+    return read, left
+
+
+@pytest.mark.parametrize("path", WITH_EXERCISES, ids=lambda p: p.stem)
+def test_no_cell_below_an_exercise_reads_what_the_exercise_binds_or_changes(path):
+    """nbval runs each notebook with its exercises answered right after them
+    (tools/solved_for_nbval.py), while its stored outputs were made unanswered, as a learner
+    first runs it. The cells below an exercise (past its checks) must not read a name the
+    stub or its solution binds, nor an object either may change in place (a shared random
+    generator drawn from), before binding it again: then they run, and print, the same in
+    both states, and the answered run stands for the unanswered one."""
+    assert not reads_below_exercises(read(path))
+
+
+def reads_below_exercises(nb):
+    """Each read, below an exercise, of what the exercise binds or changes (see above)."""
+    modules = _imported(nb)
+    exercises = solutions.exercise_cells(nb)
+    found = []
+    for i in exercises:
+        group = _group(nb, i, set(exercises))
+        cell = nb.cells[i]
+        watched = (_touched(cell.source, modules) | _touched(solutions.solution_of(cell), modules))
+        for j in range(group[-1] + 1, len(nb.cells)):
+            if not watched:
+                break
+            if nb.cells[j].cell_type != "code":
+                continue
+            read_now, watched = _reads_before_binding(nb.cells[j].source, watched)
+            found += [f"cell {j} reads {name!r} of exercise cell {i}" for name in sorted(read_now)]
+    return found
+
+
+@pytest.mark.parametrize("below, found", [
+    ("print(answer)", ["cell 3 reads 'answer' of exercise cell 1"]),
+    ("x = rng.normal()", ["cell 3 reads 'rng' of exercise cell 1"]),  # drawn from above
+    ("y = [x for x in range(3)]", []),  # a comprehension's own x
+    ("rng = np.random.default_rng(5)\nx = rng.normal()", []),  # bound again first
+    ("def f(answer):\n    return answer", []),  # a function's own name
+    ("total = lambda: draws", ["cell 3 reads 'draws' of exercise cell 1"]),
+])
+def test_reads_below_an_exercise_are_found(below, found):
+    nb = nbformat.v4.new_notebook()
+    ex = nbformat.v4.new_code_cell("answer = None  # your code")
+    ex.metadata = {"tags": ["exercise"],
+                   "solution": ["draws = [rng.normal() for _ in range(2)]\nanswer = draws[0]"]}
+    nb.cells = [nbformat.v4.new_code_cell("import numpy as np\nrng = np.random.default_rng(0)"),
+                ex, nbformat.v4.new_code_cell("check_x(answer)"),
+                nbformat.v4.new_code_cell(below)]
+    assert reads_below_exercises(nb) == found
