@@ -25,7 +25,8 @@ A copy may also run with environment variables of its own (``--env NAME=VALUE``)
 sets them before anything imports numpy or attn_core (and fails if something did), so one
 pytest session runs the copies of both dispatch configurations and of the nudged weights side
 by side, each kernel as a process started with them. With ``NPY_DISABLE_CPU_FEATURES`` that
-cell also asserts that numpy runs none of the targets named (the pass proves which kernels ran).
+cell also asserts that numpy runs none of the dispatch targets named (the run proves which
+kernels ran; a name numpy does not dispatch on is left as the CPU has it, with a warning).
 
     python tools/solved_for_nbval.py               # -> build/solved/
     python tools/solved_for_nbval.py --out DIR [--env NAME=VALUE ...] [NOTEBOOK ...]
@@ -170,9 +171,14 @@ _os.environ.update({env!r})
 """
 #: ... and, when the environment switches numpy's dispatch targets off, the proof that it did.
 DISPATCH_PROBE = """
+from numpy._core._multiarray_umath import __cpu_dispatch__ as _dispatch
 from numpy._core._multiarray_umath import __cpu_features__ as _features
 
-_still = [_t for _t in {targets!r} if _features.get(_t)]
+# numpy switches off only its dispatch targets (a name it does not dispatch on stays as the CPU
+# has it, with an ImportWarning): those must be off, and at least one of them named
+_named = [_t for _t in {targets!r} if _t in _dispatch]
+assert _named, f"none of {targets!r} is a dispatch target of this numpy ({{_dispatch}})"
+_still = [_t for _t in _named if _features.get(_t)]
 assert not _still, f"switched off, still active: {{_still}}"
 """
 
