@@ -111,10 +111,7 @@ def keep_verdict(source, index):
 def _answered(cell, source, index):
     """A copy of course cell ``index`` that runs ``source``, outputs ignored; a check call at
     its end keeps its verdict."""
-    copy = nbformat.v4.new_code_cell(keep_verdict(source, index) if CHECK_CALL.search(source)
-                                     else source)
-    copy.metadata["tags"] = [IGNORE, PROBE_TAG]
-    return copy
+    return _probe(keep_verdict(source, index) if CHECK_CALL.search(source) else source)
 
 
 def solved_copy(path):
@@ -171,14 +168,18 @@ _os.environ.update({env!r})
 """
 #: ... and, when the environment switches numpy's dispatch targets off, the proof that it did.
 DISPATCH_PROBE = """
+import importlib.util as _util
+
 from numpy._core._multiarray_umath import __cpu_dispatch__ as _dispatch
-from numpy._core._multiarray_umath import __cpu_features__ as _features
 
 # numpy switches off only its dispatch targets (a name it does not dispatch on stays as the CPU
 # has it, with an ImportWarning): those must be off, and at least one of them named
+_spec = _util.spec_from_file_location("_course_cpu_dispatch", {tool!r})
+_cpu = _util.module_from_spec(_spec)
+_spec.loader.exec_module(_cpu)
 _named = [_t for _t in {targets!r} if _t in _dispatch]
 assert _named, f"none of {targets!r} is a dispatch target of this numpy ({{_dispatch}})"
-_still = [_t for _t in _named if _features.get(_t)]
+_still = [_t for _t in _named if _t in _cpu.active_targets()]
 assert not _still, f"switched off, still active: {{_still}}"
 """
 
@@ -188,7 +189,8 @@ def env_cell(env):
     source = ENV_PROBE.format(env=dict(env))
     off = env.get("NPY_DISABLE_CPU_FEATURES", "").replace(",", " ").split()
     if off:
-        source += DISPATCH_PROBE.format(targets=off)
+        source += DISPATCH_PROBE.format(targets=off,
+                                        tool=str(ROOT / "tools" / "cpu_dispatch.py"))
     return _probe(source)
 
 
