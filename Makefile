@@ -174,19 +174,25 @@ check: lint
 
 # The notebooks run as tools/solved_for_nbval.py copies them: every cell as shipped (every
 # stored output compared, the unanswered exercises' too), each exercise then answered and
-# checked right after it. Three sets of copies, one pytest session (so the two workers stay
+# checked right after it. Up to three sets of copies, one pytest session (so the workers stay
 # busy to the end): build/solved with the machine's own numpy dispatch, build/no-avx512 with
 # the AVX-512 targets off, build/nudged (the trained-weights notebooks) with every weight nudged;
 # the last two set their environment in their first cell, which also proves it took effect.
-NBVAL_COPIES := build/solved build/no-avx512 build/nudged
+# build/no-avx512 only where numpy runs AVX-512 kernels (AVX512_PASS=auto, the default): on a
+# CPU without them it would run the first pass's very kernels again (tools/cpu_dispatch.py says
+# which case the machine is); AVX512_PASS=yes makes it anyway, AVX512_PASS=no never.
+AVX512_PASS ?= auto
+NO_AVX512_COPY = $(if $(filter yes,$(AVX512_PASS)),build/no-avx512,$(if $(filter auto,$(AVX512_PASS)),$(if $(filter yes,$(shell $(PY) tools/cpu_dispatch.py --avx512)),build/no-avx512)))
+NBVAL_COPIES = build/solved $(NO_AVX512_COPY) build/nudged
 # The longest files first: each worker takes one, and the many short ones fill in around them.
 LONGEST := tests/test_browser.py tests/test_static_html.py tests/test_grading.py
 
 copies: setup
 	@$(PY) tools/cpu_dispatch.py
 	$(PY) tools/solved_for_nbval.py --out build/solved
-	$(PY) tools/solved_for_nbval.py --out build/no-avx512 \
-	  --env NPY_DISABLE_CPU_FEATURES="$(NO_AVX512)"
+	rm -rf build/no-avx512
+	$(if $(NO_AVX512_COPY),$(PY) tools/solved_for_nbval.py --out build/no-avx512 \
+	  --env NPY_DISABLE_CPU_FEATURES="$(NO_AVX512)",@echo "build/no-avx512 left out (AVX512_PASS=$(AVX512_PASS))")
 	$(PY) tools/solved_for_nbval.py --out build/nudged --env ATTN_CORE_PERTURB_INIT=1 \
 	  $(PERTURBED_NOTEBOOKS)
 
@@ -194,10 +200,11 @@ test: lint copies
 	MPLBACKEND=Agg $(PY) -m pytest $(XDIST) --nbval-cell-timeout=$(CELL_TIMEOUT) \
 	  $(LONGEST) $(NBVAL_COPIES) attn_core tests $(ARGS)
 
-# Only the copies with AVX-512 off and with the weights nudged (make test runs them too).
+# Only the copies with AVX-512 off (where it runs) and with the weights nudged (make test runs
+# them too).
 test-rounding: copies
 	MPLBACKEND=Agg $(PY) -m pytest $(XDIST) --nbval-cell-timeout=$(CELL_TIMEOUT) \
-	  build/no-avx512 build/nudged $(ARGS)
+	  $(NO_AVX512_COPY) build/nudged $(ARGS)
 
 # --- maintainers -------------------------------------------------------------------------
 
