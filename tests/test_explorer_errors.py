@@ -8,6 +8,8 @@ that holds the control (above the figure), and a number box's note must sit in t
 own row (or right below it) and say what happens to an entry outside the range.
 """
 
+import functools
+
 import ipywidgets as W
 import pytest
 
@@ -49,15 +51,44 @@ SETUP = {("mask_explorer", "custom"): {"kind": "custom"}}
 TYPED = {("model_explorer", "run"): {"sentence": ""}}
 
 
+@functools.cache
+def built(factory):
+    """One explorer per factory for the module (restored after each use: see ``restore``)."""
+    return getattr(explorers, factory)()
+
+
 def failing(*args, **kwargs):
     raise RuntimeError("injected failure")
 
 
+def settings(ex):
+    """Every control's value (buttons and grids of buttons have none)."""
+    return {n: w.value for n, w in ex.controls.items()
+            if hasattr(w, "value") and not isinstance(w, W.Button)}
+
+
+def restore(ex, start):
+    """Put every control back as it was (the explorer not reacting), the error box back in
+    its first place: the next control is tried as if from a fresh explorer (one per factory:
+    building the real LLM's explorer anew for each control took 12 s)."""
+    ex._busy = True
+    try:
+        for name, value in start.items():
+            if ex.controls[name].value != value:
+                ex.controls[name].value = value
+    finally:
+        ex._busy = False
+    ex.errors.clear()
+    ex._cause = None
+    ex._place_error_box(None)
+    assert settings(ex) == start
+
+
 @pytest.mark.parametrize("factory", FACTORIES)
 def test_an_error_is_shown_next_to_the_control_that_caused_it(factory):
-    names = list(getattr(explorers, factory)().controls)
-    for name in names:
-        ex = getattr(explorers, factory)()  # a fresh one: each control from the start
+    ex = built(factory)
+    start = settings(ex)
+    for name in list(ex.controls):
         widget = ex.controls[name]
         for other, value in SETUP.get((factory, name), {}).items():
             ex.controls[other].value = value
@@ -70,7 +101,8 @@ def test_an_error_is_shown_next_to_the_control_that_caused_it(factory):
             widget = widget.children[0]
         children = list(ex.widget.children)
         figure = children.index(ex.image) if ex.image in children else len(children)
-        if widget.disabled if hasattr(widget, "disabled") else False:
+        was_disabled = getattr(widget, "disabled", False)
+        if was_disabled:
             widget.disabled = False  # e.g. a reveal button, enabled once a prediction is asked
         ex.errors.clear()
         ex._update = failing  # the next update fails, whatever it would draw
@@ -93,6 +125,8 @@ def test_an_error_is_shown_next_to_the_control_that_caused_it(factory):
             f"its control's row is child {row}")
         if row < figure:  # a control above the figure: its error above the figure too
             assert kids.index(ex.error_box) < kids.index(ex.image), f"{factory}: {name!r}"
+        widget.disabled = was_disabled
+        restore(ex, start)
 
 
 def note_beside(ex, box):
@@ -109,7 +143,7 @@ WITH_BOXES = ["softmax_explorer", "worked_example_lab"]
 def test_every_explorer_with_number_boxes_is_listed():
     found = sorted(f for f in FACTORIES
                    if any(isinstance(w, NUMBER_BOXES)
-                          for w in getattr(explorers, f)().controls.values()))
+                          for w in built(f).controls.values()))
     assert found == WITH_BOXES
 
 
