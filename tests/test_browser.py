@@ -8,12 +8,16 @@ news" pop-up is left to the settings the environment ships for learners, and a t
 that a first session never shows it), over a temporary copy of notebooks/ (the repository's
 notebooks are never changed). Playwright for Python drives Debian's Chromium:
 
-* each notebook is opened; a notebook with an explorer is run with Run > Run All Cells and
-  must end with the kernel idle (status bar ``Python 3 (ipykernel) | Idle``), every code cell
-  run, no error output, and every widget rendered ("Error displaying widget" or "Loading
-  widget..." fail it). A notebook without an explorer is checked as stored (no error output,
-  every output rendered, no widget): nbval executes it on both dispatch configurations, and
-  a live kernel in the page would show nothing the stored outputs do not;
+* each notebook is opened and its stored outputs rendered; a notebook with an explorer then
+  runs the cells that build its explorers (``cells_to_run`` of tools/static_explorers.py,
+  the static edition's rule: where every explorer cell is a call with no argument, the cell
+  that imports it and the explorer cells, each selected and run as with Shift+Enter;
+  otherwise Run > Run All Cells), and must end with the kernel idle (status bar ``Python 3
+  (ipykernel) | Idle``), those cells run, no error output, and every widget rendered ("Error
+  displaying widget" or "Loading widget..." fail it). Every cell of every notebook is run by
+  nbval (with the outputs compared to the ones stored, which are rendered here), so the page
+  needs a live kernel only for the widgets; a notebook without an explorer has none (no
+  error output, every output rendered, no widget);
 * a screenshot of the whole notebook is saved in artifacts/screenshots/ for a person to
   look at;
 * every explorer listed in ``EXPLORERS`` (the table to extend when a notebook gains an
@@ -32,6 +36,7 @@ notebooks are never changed). Playwright for Python drives Debian's Chromium:
 Skipped without Playwright or Chromium (see tests/conftest.py); a failure under CI=true.
 """
 
+import importlib.util
 import json
 import os
 import re
@@ -52,6 +57,10 @@ import pytest
 from conftest import SCREENSHOTS
 
 ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("course_static_explorers",
+                                               ROOT / "tools" / "static_explorers.py")
+static_explorers = importlib.util.module_from_spec(_spec)  # cells_to_run: what builds an explorer
+_spec.loader.exec_module(static_explorers)
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 IDLE = "Python 3 (ipykernel) | Idle"
 
@@ -273,9 +282,10 @@ def latencies(request):
 JS_STATE = """() => {
   const panel = window.jupyterapp.shell.currentWidget;
   const cells = panel.content.model.cells;
-  const out = {code: 0, unrun: 0, errors: [], running: 0};
+  const out = {code: 0, unrun: 0, errors: [], running: 0, counts: []};
   for (let i = 0; i < cells.length; i++) {
     const cell = cells.get(i);
+    out.counts.push(cell.type === 'code' ? (cell.executionCount || 0) : 0);
     if (cell.type !== 'code') continue;
     out.code += 1;
     if (!cell.executionCount) out.unrun += 1;
@@ -356,6 +366,47 @@ def run_all(page):
         "return s.errors.length > 0 || (s.unrun === 0 && s.running === 0); })()",
         timeout=RUN_TIMEOUT, polling=250)
     page.get_by_text(IDLE, exact=True).wait_for(timeout=RUN_TIMEOUT)
+
+
+JS_RUN_CELL = """async (i) => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  panel.content.activeCellIndex = i;
+  panel.content.deselectAll();
+  await window.jupyterapp.commands.execute('notebook:run-cell');
+  return panel.content.model.cells.get(i).executionCount;
+}"""
+
+
+def run_cells(page, indices):
+    """Run the cells ``indices`` (0-based), one after the other, as Shift+Enter on each would
+    (without moving on); each must get an execution count."""
+    for i in indices:
+        count = page.evaluate(JS_RUN_CELL, i)
+        assert count, f"cell {i + 1} did not run"
+    page.get_by_text(IDLE, exact=True).wait_for(timeout=RUN_TIMEOUT)
+
+
+# The stored execution counts are those of a run from the top: cleared first, so that a count
+# after the run proves the cell ran in this page.
+JS_CLEAR_COUNTS = """() => {
+  const cells = window.jupyterapp.shell.currentWidget.content.model.cells;
+  for (let i = 0; i < cells.length; i++) {
+    if (cells.get(i).type === 'code') cells.get(i).executionCount = null;
+  }
+}"""
+
+
+def build_explorers(page, notebook):
+    """Run what builds the notebook's explorers (``cells_to_run``); the cells run, 0-based."""
+    nb = nbformat.read(notebook, as_version=4)
+    page.evaluate(JS_CLEAR_COUNTS)
+    run = static_explorers.cells_to_run(nb)
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    if run == code[:len(run)]:  # everything up to the last explorer: as a learner, Run All
+        run_all(page)
+        return code
+    run_cells(page, run)
+    return run
 
 
 JS_SCROLLER = """() => {
@@ -648,6 +699,11 @@ def test_every_explorer_is_in_the_table():
                               f"listed but not called: {sorted(listed - called)}")
 
 
+def code_cells(notebook):
+    return [i for i, c in enumerate(nbformat.read(notebook, as_version=4).cells)
+            if c.cell_type == "code"]
+
+
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_in_jupyterlab(notebook, lab, lab_page, latencies):
     name = notebook.name
@@ -666,12 +722,15 @@ def test_notebook_runs_in_jupyterlab(notebook, lab, lab_page, latencies):
         if following < len(NOTEBOOKS):
             lab.start_kernel(NOTEBOOKS[following].name)
         lap("open")
+        ran = []
         if name in EXPLORERS:
-            run_all(page)
-            lap("run all")
+            ran = build_explorers(page, notebook)
+            lap("run all" if len(ran) == len(code_cells(notebook)) else f"run {len(ran)} cells")
         state = page.evaluate(JS_STATE)
         assert not state["errors"], f"{name}: error outputs: {state['errors']}"
-        assert state["unrun"] == 0, f"{name}: {state['unrun']} code cells did not run"
+        # a fresh kernel: the cells run count 1, 2, 3, ... in the order they ran
+        counts = [state["counts"][i] for i in ran]
+        assert counts == list(range(1, len(ran) + 1)), f"{name}: execution counts {counts}"
         # Widgets render asynchronously after their output arrives: give them a moment.
         page.wait_for_function(
             f"(() => {{ const w = ({JS_WIDGETS})(); return w.loading.length === 0 "

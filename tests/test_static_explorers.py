@@ -4,6 +4,7 @@ pytest-xdist attn_core's doctests ran after the build in the same worker and pri
 ``1.3000`` for ``1.3``)."""
 
 import importlib.util
+import re
 from pathlib import Path
 
 import nbformat
@@ -28,3 +29,67 @@ def test_building_the_explorers_leaves_numpys_print_options_alone():
     built = load_tool().build_explorers(notebook)
     assert built, "no explorer built from notebook 04"
     assert np.get_printoptions() == before
+
+
+# --- which cells build an explorer (cells_to_run: the static edition and the browser test) ---
+
+#: What a cell can do that outlives it and could change an explorer built after it.
+LASTING_STATE = re.compile(
+    r"set_printoptions|rcParams|style\.use|\bmpl\.rc\(|matplotlib\.rc\(|seterr|random\.seed"
+    r"|^\s*blas_threads\(\)|\bblas\s*=\s*blas_threads|setattr\(|os\.environ|"
+    r"^\s*(examples|figures|attn_core)\.\w+\s*=", re.M)
+
+
+def notebook_of(*sources):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
+    return nb
+
+
+def test_a_call_without_arguments_needs_only_the_cells_that_import_it():
+    tool = load_tool()
+    nb = notebook_of("%matplotlib inline\nimport numpy as np\nfrom attn_core.explorers "
+                     "import mask_explorer", "x = np.ones(3)", "from attn_core import figures",
+                     "mask_explorer()  # try it")
+    assert tool.cells_to_run(nb) == [0, 3]
+    for call in ("mask_explorer(n=4)", "mask_explorer(x)", "mask_explorer(*[])",
+                 "mask_explorer()\nx"):
+        nb.cells[3].source = call
+        assert tool.cells_to_run(nb) == [0, 1, 2, 3], call
+
+
+def test_no_cell_an_explorer_is_built_without_sets_lasting_state():
+    """The cells ``cells_to_run`` leaves out may compute anything but may not change what
+    outlives them (print options, matplotlib's settings, the BLAS threads, a module's
+    attributes): an explorer built without them would differ from the notebook's."""
+    tool = load_tool()
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        run = tool.cells_to_run(nb)
+        left_out = [i for i in range(run[-1] if run else 0)
+                    if nb.cells[i].cell_type == "code" and i not in run]
+        for i in left_out:
+            found = LASTING_STATE.search(nb.cells[i].source)
+            assert not found, f"{path.name} cell {i} sets {found[0]!r}, yet is left out"
+
+
+def test_the_explorer_built_from_the_setup_cell_alone_is_the_notebooks():
+    """Notebook 05's softmax explorer, from the cells ``cells_to_run`` names and from every cell
+    before it: the same frames and read-outs in every position the static edition records."""
+    tool = load_tool()
+    nb = nbformat.read(ROOT / "notebooks" / "05-softmax.ipynb", as_version=4)
+    run = tool.cells_to_run(nb)
+    assert len(run) == 2, run
+    everything = nbformat.from_dict(nb)
+    index = run[-1]
+    everything.cells[index].source = "x = 1  # not a call\n" + nb.cells[index].source
+    assert tool.cells_to_run(everything)[-1] == index  # now every cell before it runs
+    assert len(tool.cells_to_run(everything)) > 10
+    sliced = tool.build_explorers(nb)[index]
+    ns = {}
+    with np.printoptions():
+        for i in tool.cells_to_run(everything)[:-1]:
+            exec(tool._code(nb.cells[i]), ns)  # noqa: S102 (the course's own cells)
+        full = eval(nb.cells[index].source.strip(), ns)  # noqa: S307
+    assert (tool.record_frames("softmax_explorer", sliced)
+            == tool.record_frames("softmax_explorer", full))

@@ -11,6 +11,7 @@ types into (numbers, a sentence) are not precomputed: the player says they need 
 Used by tools/build_html.py; tested by tests/test_static_html.py.
 """
 
+import ast
 import base64
 import contextlib
 import hashlib
@@ -61,11 +62,64 @@ def _display(*args, **kwargs):  # IPython's display(), a no-op at build time
     return None
 
 
-def build_explorers(nb):
-    """{cell index: explorer} for every explorer cell of ``nb``, built as the notebook does."""
+def _code(cell):
+    """A code cell's Python, its magics and shell lines left out."""
+    return "\n".join(line for line in cell.source.splitlines()
+                     if not line.lstrip().startswith(("%", "!")))
+
+
+def _bare_call(source):
+    """The function's name if ``source`` is one call with no arguments (``mask_explorer()``)."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return None
+    if len(body) != 1 or not isinstance(body[0], ast.Expr):
+        return None
+    call = body[0].value
+    if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+            and not call.args and not call.keywords):
+        return call.func.id
+    return None
+
+
+def _imports(source):
+    """The names a cell binds with import statements."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {(a.asname or a.name).split(".")[0] for node in ast.walk(tree)
+            if isinstance(node, (ast.Import, ast.ImportFrom)) for a in node.names}
+
+
+def cells_to_run(nb):
+    """Indices of the code cells that build ``nb``'s explorers, in order.
+
+    Where every explorer cell is a call with no arguments (``mask_explorer()``: 12 of the
+    course's 16), the explorers depend on nothing the notebook computes, only on the cells that
+    import them (the setup cell, which also sets numpy's print options and the BLAS threads): those
+    and the explorer cells. Otherwise every code cell up to the last explorer cell. (No other
+    cell may set state that outlives it, such as print options: tests/test_static_explorers.py.)
+    Shared by the static edition and the browser test (tests/test_browser.py).
+    """
     wanted = [i for i, c in enumerate(nb.cells)
               if c.cell_type == "code" and explorer_name(c.source)]
     if not wanted:
+        return []
+    called = [_bare_call(_code(nb.cells[i])) for i in wanted]
+    if any(name is None for name in called):
+        return [i for i, c in enumerate(nb.cells[:wanted[-1] + 1]) if c.cell_type == "code"]
+    setup = [i for i, c in enumerate(nb.cells[:wanted[0]])
+             if c.cell_type == "code" and _imports(_code(c)) & set(called)]
+    return sorted(set(setup) | set(wanted))
+
+
+def build_explorers(nb):
+    """{cell index: explorer} for every explorer cell of ``nb``, built as the notebook does
+    (running the cells ``cells_to_run`` names)."""
+    run = cells_to_run(nb)
+    if not run:
         return {}
     ns = {"__name__": "__course_static__", "display": _display}
     built = {}
@@ -75,13 +129,11 @@ def build_explorers(nb):
     with warnings.catch_warnings(), contextlib.redirect_stdout(sink), \
             contextlib.redirect_stderr(sink), np.printoptions():
         warnings.simplefilter("ignore")
-        for i, cell in enumerate(nb.cells[:wanted[-1] + 1]):
-            if cell.cell_type != "code":
-                continue
-            code = "\n".join(line for line in cell.source.splitlines()
-                             if not line.lstrip().startswith(("%", "!")))
+        for i in run:
+            cell = nb.cells[i]
+            code = _code(cell)
             try:
-                if i in wanted:
+                if explorer_name(cell.source):
                     built[i] = eval(compile(code.strip(), f"<cell {i}>", "eval"), ns)
                 else:
                     exec(compile(code, f"<cell {i}>", "exec"), ns)
