@@ -1,10 +1,12 @@
 """How long the contributor's loop (`make check`) and the full suite (`make test`) take, with
-pytest-xdist on both cores against one process, and on both cores while two CPU-bound
-processes run beside the whole run (a busy machine), in one run.
+the Makefile's default pytest-xdist workers (one more than the cores, at most 4) against one
+process, and with the default workers while two CPU-bound processes run beside the whole run
+(a busy machine), in one run.
 
     .venv/bin/python benchmarks/bench_test_loop.py            # make check and make test
     .venv/bin/python benchmarks/bench_test_loop.py --check    # make check only (a few minutes)
     .venv/bin/python benchmarks/bench_test_loop.py --only loaded   # just the busy-machine runs
+    .venv/bin/python benchmarks/bench_test_loop.py --test --only default loaded
 
 The busy machine: two plain Python busy loops (``_machine.BusyLoops``: started before the
 command, stopped after it, each ending by itself after 3 hours at the latest). Each run also
@@ -14,8 +16,10 @@ with the machine's load the way wall-clock time does.
 Runs in this checkout's .venv (with the extras CI installs, where present: torch,
 transformers, Playwright, Chromium, the classroom's environment), without CI=true, so the one
 test that builds a fresh 700 MB Binder environment is skipped, as on a contributor's machine.
-Each command is timed with JOBS=2, with JOBS=1, and with JOBS=2 beside two busy processes, in
-that order, with the load of the machine meanwhile; the table goes into benchmarks/RESULTS.md
+Each command is timed with the default JOBS, with JOBS=1, and with the default JOBS beside two
+busy processes, in that order, with the load of the machine meanwhile and the machine (cores,
+CPU, whether numpy runs AVX-512 kernels: without them make test leaves out the AVX-512-off
+pass); the table goes into benchmarks/RESULTS.md
 between the test-loop markers (bench_attention.py keeps that block when it rewrites the
 file) and into
 benchmarks/test_loop_timings.json.
@@ -41,19 +45,20 @@ TIMINGS = ROOT / "benchmarks" / "test_loop_timings.json"
 SUMMARY = re.compile(r"=+ (.* in [\d.]+s.*?) =+$")
 
 
-#: The runs of each command: (key in the JSON, JOBS, busy processes beside it).
-RUNS = (("2", 2, 0), ("1", 1, 0), ("2-loaded", 2, 2))
+#: The runs of each command: (key in the JSON, JOBS or None for the Makefile's default, busy
+#: processes beside it).
+RUNS = (("default", None, 0), ("1", 1, 0), ("loaded", None, 2))
 LIMIT = 3 * 3600  # seconds: a run that takes longer is stopped (and so are the busy loops)
 
 
 def run(target, jobs, logdir, busy=0):
     env = {k: v for k, v in os.environ.items() if k != "CI"}
-    log = logdir / f"{target}-jobs{jobs}{'-loaded' if busy else ''}.log"
+    log = logdir / f"{target}-jobs{jobs or 'default'}{'-loaded' if busy else ''}.log"
     loops = _machine.BusyLoops(busy, seconds=LIMIT) if busy else contextlib.nullcontext()
     with loops, _machine.LoadMeter() as meter, open(log, "w") as f:
         start = time.perf_counter()
-        proc = subprocess.Popen(["make", target, f"JOBS={jobs}"], cwd=ROOT, env=env, stdout=f,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(["make", target, *([f"JOBS={jobs}"] if jobs else [])], cwd=ROOT,
+                                env=env, stdout=f, stderr=subprocess.STDOUT)
         try:
             _, status, usage = os.wait4(proc.pid, 0)  # usage: make and all it waited for
         except KeyboardInterrupt:
@@ -75,52 +80,73 @@ def _cell(r):
 
 
 def table(results):
-    lines = ["| command | JOBS=2 (both cores) | JOBS=1 (one process) | JOBS=2 beside two busy "
-             "processes | busy / quiet (JOBS=2) |", "| --- | --- | --- | --- | --- |"]
+    lines = [f"| command | default JOBS ({default_jobs()}) | JOBS=1 (one process) | default JOBS "
+             "beside two busy processes | busy / quiet |", "| --- | --- | --- | --- | --- |"]
     for target, by_jobs in results.items():
-        two, one, loaded = (by_jobs.get(key) for key, _, _ in RUNS)
-        ratio = f"{loaded['seconds'] / two['seconds']:.2f}" if two and loaded else "-"
-        lines.append(f"| `make {target}` | {_cell(two)} | {_cell(one)} | {_cell(loaded)} | "
+        quiet, one, loaded = (by_jobs.get(key) for key, _, _ in RUNS)
+        ratio = f"{loaded['seconds'] / quiet['seconds']:.2f}" if quiet and loaded else "-"
+        lines.append(f"| `make {target}` | {_cell(quiet)} | {_cell(one)} | {_cell(loaded)} | "
                      f"{ratio} |")
     lines += ["", "pytest's summaries and the machine's load during each run:", ""]
     for target, by_jobs in results.items():
         for key, r in by_jobs.items():
-            jobs, beside = key.split("-")[0], " beside two busy processes" * ("loaded" in key)
-            lines.append(f"- `make {target} JOBS={jobs}`{beside}: "
+            jobs = "JOBS=1" if key == "1" else "default JOBS"
+            beside = " beside two busy processes" * (key == "loaded")
+            lines.append(f"- `make {target}`, {jobs}{beside}: "
                          f"{'; '.join(r['pytest']) or '?'}; load: {r['load']}")
     return lines
+
+
+def default_jobs():
+    """The Makefile's JOBS here, read from the command make check would run (one rule)."""
+    dry = subprocess.run(["make", "-n", "check"], cwd=ROOT, capture_output=True, text=True)
+    found = re.search(r"pytest -n (\d+) ", dry.stdout)
+    return int(found[1]) if found else 1
+
+
+def machine():
+    """Cores, CPU and whether numpy runs AVX-512 kernels here (tools/cpu_dispatch.py)."""
+    avx512 = subprocess.run([sys.executable, str(ROOT / "tools" / "cpu_dispatch.py"), "--avx512"],
+                            capture_output=True, text=True).stdout.strip()
+    model = _machine.lscpu().get("Model name", "?")
+    passes = "the AVX-512-off pass runs" if avx512 == "yes" else "the AVX-512-off pass is left out"
+    return f"{os.cpu_count()} cores, {model}, numpy's AVX-512 kernels: {avx512} ({passes})"
 
 
 def write_results(record):
     _results.write_block(RESULTS, "test-loop", [
         "## 7. The test loop (`benchmarks/bench_test_loop.py`)", "",
-        f"Measured {record['date']} on commit {record['commit']}, in the checkout's .venv "
-        "without CI=true (the fresh Binder environment build is skipped, as on a "
-        "contributor's machine; CI runs it too).", "", *table(record["results"])])
+        f"Measured {record['date']} on commit {record['commit']}, on {record['machine']}, in "
+        "the checkout's .venv without CI=true (the fresh Binder environment build is skipped, "
+        "as on a contributor's machine; CI runs it too).", "", *table(record["results"])])
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="time make check only")
-    ap.add_argument("--only", nargs="+", choices=[key.replace("2-", "") if "-" in key else key
-                                                  for key, _, _ in RUNS],
-                    help="only these runs (2, 1, loaded); the others keep their last figures")
+    ap.add_argument("--test", action="store_true", help="time make test only")
+    ap.add_argument("--only", nargs="+", choices=[key for key, _, _ in RUNS],
+                    help="only these runs (default, 1, loaded); the others keep their last "
+                         "figures if they were measured on the same machine")
     args = ap.parse_args()
     logdir = ROOT / "artifacts" / "bench-test-loop"
     logdir.mkdir(parents=True, exist_ok=True)
-    targets = ["check"] if args.check else ["check", "test"]
-    wanted = [(key, jobs, busy) for key, jobs, busy in RUNS
-              if not args.only or key.replace("2-", "") in args.only]
+    targets = ["check"] if args.check else ["test"] if args.test else ["check", "test"]
+    wanted = [(key, jobs, busy) for key, jobs, busy in RUNS if not args.only or key in args.only]
     results = {t: {key: run(t, jobs, logdir, busy) for key, jobs, busy in wanted}
                for t in targets}
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip()
     record = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit,
-              "results": results}
-    if TIMINGS.exists():  # keep the last figures of what was not run this time
-        old = json.loads(TIMINGS.read_text())["results"]
-        record["results"] = {t: {**old.get(t, {}), **results.get(t, {})}
-                             for t in dict.fromkeys([*old, *results])}
+              "machine": machine(), "results": results}
+    keys = {key for key, _, _ in RUNS}
+    if TIMINGS.exists():  # keep the last figures of what was not run, if of this machine
+        last = json.loads(TIMINGS.read_text())
+        if last.get("machine") == record["machine"]:
+            old = {t: {k: r for k, r in by.items() if k in keys}
+                   for t, by in last["results"].items()}
+            record["results"] = {t: {**old.get(t, {}), **results.get(t, {})}
+                                 for t in dict.fromkeys([*old, *results])}
     TIMINGS.write_text(json.dumps(record, indent=1) + "\n")
     write_results(record)
     print("\n".join(table(record["results"])))
