@@ -10,11 +10,12 @@
 #   make test        make lint, then the whole test suite in one pytest session: unit,
 #                    doctests, browser, Binder, classroom, and every notebook via nbval with
 #                    its exercises answered after them (every check must say right:
-#                    tools/solved_for_nbval.py), twice: with numpy's own kernels and with its
-#                    AVX-512 kernels switched off (the rounding of a CPU without AVX-512), and
-#                    those with trained weights once more with every weight nudged by one ulp
-#                    (the stored outputs must not change); what CI runs
-#   make test-rounding  only the AVX-512-off and nudged-weights notebook runs
+#                    tools/solved_for_nbval.py), with numpy's own kernels and, on a CPU that
+#                    runs numpy's AVX-512 kernels, again with them switched off (the rounding
+#                    of a CPU without AVX-512; AVX512_PASS=yes|no|auto), and those with trained
+#                    weights once more with every weight nudged by one ulp (the stored outputs
+#                    must not change); what CI runs
+#   make test-rounding  only the AVX-512-off (where it runs) and nudged-weights notebook runs
 #   make copies      the notebooks as nbval runs them, exercises answered after them
 #                    (build/solved, build/no-avx512, build/nudged: tools/solved_for_nbval.py)
 #   make lint        ruff over attn_core, tests, tools, benchmarks and notebooks (rules in
@@ -44,7 +45,8 @@
 #
 # Variables: ARGS (extra pytest options: make test ARGS="-k softmax"), JOBS (pytest-xdist
 # workers, default: one more than the cores, at most 4; JOBS=1 runs in one process), CELL_TIMEOUT and
-# EXEC_TIMEOUT (seconds per notebook cell), HOST and PORT (JupyterLab), PYTHON (the
+# EXEC_TIMEOUT (seconds per notebook cell), AVX512_PASS (auto: the AVX-512-off notebook pass only
+# on a CPU that runs numpy's AVX-512 kernels; yes; no), HOST and PORT (JupyterLab), PYTHON (the
 # interpreter that creates .venv).
 
 SHELL := /bin/bash
@@ -147,7 +149,7 @@ lint: setup
 # One worker more than the machine has cores (at most 4): much of the suite waits on other
 # processes (kernels, JupyterLab, Chromium, the hub), and an extra worker fills those gaps.
 # On a quiet 2-core machine make test took 15 min 32 s with 3 workers, 19 min 47 s with 2
-# (2 December 2026, one run each; docs/maintaining.md).
+# (2 December 2026, one run each, before later cuts; docs/maintaining.md).
 CORES := $(shell nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)
 JOBS ?= $(shell echo $$(( $(CORES) + 1 < 4 ? $(CORES) + 1 : 4 )))
 XDIST := $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadfile)
