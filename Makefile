@@ -120,9 +120,13 @@ setup: $(SETUP_STAMP)
 # requirements.txt is the input (the packages the course uses directly); the lock pins all
 # the packages they pull in, with hashes, for every platform (Linux, macOS, Windows) on
 # Python 3.11. Run after changing requirements.txt, and commit both.
+# --no-strip-extras: a package others need with an extra is pinned with it
+# (jsonschema[format-nongpl]==...): pip before 23.3 otherwise looks for the extra's own
+# candidate, takes the newest release, not the pinned one, and refuses it as unhashed (seen with
+# pip 23.2.1, Python 3.11.7's, when jsonschema was pinned below its newest).
 lock: | $(UV)
 	$(UV) pip compile requirements.txt --universal --python-version 3.11 --generate-hashes \
-	  --quiet -o $(LOCK)
+	  --no-strip-extras --quiet -o $(LOCK)
 
 # --- learners ----------------------------------------------------------------------------
 

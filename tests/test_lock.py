@@ -15,7 +15,9 @@ from packaging.markers import Marker
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
-ENTRY = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)\s*(?:;\s*([^\\]+?))?\s*\\?$")
+# name, [extras] (kept: pip before 23.3 needs them, see the Makefile's lock), version, marker
+ENTRY = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[\w,.-]+\])?==([^\s;\\]+)\s*"
+                   r"(?:;\s*([^\\]+?))?\s*\\?$")
 
 
 def read_lock(path=ROOT / "requirements.lock"):
@@ -71,6 +73,7 @@ def test_setup_binder_and_ci_install_from_the_lock():
     assert re.search(r"^LOCK := requirements\.lock$", makefile, re.M)
     assert "pip compile requirements.txt --universal --python-version 3.11 --generate-hashes" in (
         makefile)
+    assert "--no-strip-extras" in makefile
     assert "-r ../requirements.lock" in (ROOT / "binder" / "requirements.txt").read_text()
     assert "make setup" in (ROOT / ".ci" / "run").read_text()
 
