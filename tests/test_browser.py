@@ -396,17 +396,18 @@ JS_CLEAR_COUNTS = """() => {
 }"""
 
 
-def build_explorers(page, notebook):
-    """Run what builds the notebook's explorers (``cells_to_run``); the cells run, 0-based."""
+def run_explorer_cells(page, notebook):
+    """Run what builds the notebook's explorers (``cells_to_run``): ``(the cells run, 0-based,
+    whether that was Run All)``."""
     nb = nbformat.read(notebook, as_version=4)
     page.evaluate(JS_CLEAR_COUNTS)
     run = static_explorers.cells_to_run(nb)
     code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
     if run == code[:len(run)]:  # everything up to the last explorer: as a learner, Run All
         run_all(page)
-        return code
+        return code, True
     run_cells(page, run)
-    return run
+    return run, False
 
 
 JS_SCROLLER = """() => {
@@ -699,11 +700,6 @@ def test_every_explorer_is_in_the_table():
                               f"listed but not called: {sorted(listed - called)}")
 
 
-def code_cells(notebook):
-    return [i for i, c in enumerate(nbformat.read(notebook, as_version=4).cells)
-            if c.cell_type == "code"]
-
-
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_in_jupyterlab(notebook, lab, lab_page, latencies):
     name = notebook.name
@@ -724,8 +720,8 @@ def test_notebook_runs_in_jupyterlab(notebook, lab, lab_page, latencies):
         lap("open")
         ran = []
         if name in EXPLORERS:
-            ran = build_explorers(page, notebook)
-            lap("run all" if len(ran) == len(code_cells(notebook)) else f"run {len(ran)} cells")
+            ran, whole = run_explorer_cells(page, notebook)
+            lap("run all" if whole else f"run {len(ran)} cells")
         state = page.evaluate(JS_STATE)
         assert not state["errors"], f"{name}: error outputs: {state['errors']}"
         # a fresh kernel: the cells run count 1, 2, 3, ... in the order they ran
