@@ -29,6 +29,8 @@ PROXY = HERE / "node_modules" / ".bin" / "configurable-http-proxy"
 CONFIG = HERE / "jupyterhub_config.py"
 #: Where nbgitpuller puts the course in each student's home.
 TARGET = "attention-course"
+#: Seconds to open a kernel's websocket (its handshake waits for the kernel to start).
+CONNECT_TIMEOUT = 120
 
 
 def missing_tools():
@@ -331,9 +333,11 @@ class Kernel:
         self.kernel_id = session["kernel"]["id"]
         self.messages = Session(key=b"", username=s.name)
         ws_url = s.server_url.replace("http://", "ws://", 1)
+        # The handshake waits for the kernel to start: four students' kernels starting at once
+        # on a busy machine took longer than 30 s (a failed run of tests/test_classroom.py).
         self.ws = websocket.create_connection(
             f"{ws_url}/api/kernels/{self.kernel_id}/channels",
-            header=[f"Authorization: token {s.token}"], timeout=30)
+            header=[f"Authorization: token {s.token}"], timeout=CONNECT_TIMEOUT)
         return self
 
     def __exit__(self, *exc):
@@ -349,6 +353,7 @@ class Kernel:
 
     def execute(self, code, timeout=300):
         """Run ``code``; return a dict: seconds, status, stdout, errors (tracebacks, stderr)."""
+        import websocket
         from jupyter_client.jsonutil import json_default
         from jupyter_server.services.kernels.connection.base import deserialize_binary_message
 
@@ -363,9 +368,14 @@ class Kernel:
         idle = False
         end = time.monotonic() + timeout
         while not (idle and result["status"]):
-            if time.monotonic() > end:
+            left = end - time.monotonic()
+            if left <= 0:
                 raise TimeoutError(f"cell did not finish in {timeout} s:\n{code[:200]}")
-            frame = self.ws.recv()
+            self.ws.settimeout(left)  # a quiet cell may run longer than the handshake's limit
+            try:
+                frame = self.ws.recv()
+            except websocket.WebSocketTimeoutException:
+                raise TimeoutError(f"cell did not finish in {timeout} s:\n{code[:200]}") from None
             # Messages with binary buffers (widgets' PNG frames) come as binary frames.
             reply = deserialize_binary_message(frame) if isinstance(frame, bytes) else \
                 json.loads(frame)

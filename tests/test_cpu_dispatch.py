@@ -58,3 +58,31 @@ def test_make_leaves_the_pass_out_only_where_it_would_repeat_the_first():
     assert "--out build/no-avx512" not in run_copies("no")
     auto = "--out build/no-avx512" in run_copies("auto")
     assert auto == bool(cpu_dispatch.avx512_targets())
+
+
+def _copies_line(plan, out):
+    """The arguments of the solved_for_nbval.py command writing ``out`` in ``make -n copies``."""
+    joined = plan.replace("\\\n", " ")
+    line = next(line for line in joined.splitlines() if f"--out {out}" in line)
+    return line.split()
+
+
+def test_with_the_pass_every_notebook_runs_with_avx512_off_once():
+    """Where the AVX-512-off pass runs, the nudged notebooks run in it nudged (one kernel run,
+    not two): build/no-avx512 holds the other notebooks, build/nudged switches AVX-512 off as
+    well, and together they are every notebook once. Without the pass, build/nudged keeps
+    numpy's own kernels."""
+    notebooks = {p.relative_to(ROOT).as_posix() for p in (ROOT / "notebooks").glob("*.ipynb")}
+    plan = run_copies("yes")
+    off = _copies_line(plan, "build/no-avx512")
+    nudged = _copies_line(plan, "build/nudged")
+    off_set = {a for a in off if a.endswith(".ipynb")}
+    nudged_set = {a for a in nudged if a.endswith(".ipynb")}
+    assert nudged_set and off_set and not off_set & nudged_set
+    assert off_set | nudged_set == notebooks
+    assert any(a.startswith("NPY_DISABLE_CPU_FEATURES=") for a in off)
+    assert any(a.startswith("NPY_DISABLE_CPU_FEATURES=") for a in nudged)
+    assert "ATTN_CORE_PERTURB_INIT=1" in nudged
+    plain = _copies_line(run_copies("no"), "build/nudged")
+    assert not any("NPY_DISABLE_CPU_FEATURES" in a for a in plain)
+    assert {a for a in plain if a.endswith(".ipynb")} == nudged_set

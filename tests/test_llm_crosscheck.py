@@ -23,10 +23,13 @@ and atol = rtol * s (about 2e-3 for these logits, whose largest are about 37). S
 pairing gives differences of about 30, a wrong eps or a missing norm gain 1e-2 and more.
 
 Needs torch, transformers and accelerate (skipped without them, failed under CI=true); the
-transformers model is loaded once per session (about 25 s here).
+transformers model is loaded once per session (about 14 s here, the file parsed once:
+``gguf_parsed_once``).
 """
 
+import contextlib
 import dataclasses
+import functools
 
 import numpy as np
 import pytest
@@ -75,6 +78,33 @@ CONVERSATIONS = [
 ]
 
 
+@contextlib.contextmanager
+def gguf_parsed_once():
+    """While loading, transformers' GGUF parser reads the file once, not three times.
+
+    ``from_pretrained`` opens the file with ``gguf.GGUFReader`` for the config, again for the
+    weights, and ``AutoTokenizer`` a third time; each parse walks the 49,152-token vocabulary
+    and its merges into numpy views (6 s here). And it builds gguf's tensor-name table once per
+    tensor (397 times, 8 s) for the same (architecture, layers). Both are pure functions of
+    their arguments: kept here, they give transformers the very objects it would build again,
+    so what it computes does not change, only how often."""
+    import gguf
+
+    real_reader = gguf.GGUFReader
+    readers = {}
+
+    def reader(path, mode="r"):
+        key = (str(path), mode)
+        if key not in readers:
+            readers[key] = real_reader(path, mode)
+        return readers[key]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gguf, "GGUFReader", reader)
+        patch.setattr(gguf, "get_tensor_name_map", functools.cache(gguf.get_tensor_name_map))
+        yield
+
+
 @pytest.fixture(scope="session")
 def hf(requires_transformers):
     """transformers' model and tokenizer of the packaged GGUF (float32, eval mode)."""
@@ -83,11 +113,12 @@ def hf(requires_transformers):
     import torch
 
     path = llm_path()
-    model = requires_transformers.AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    with gguf_parsed_once():
+        model = requires_transformers.AutoModelForCausalLM.from_pretrained(
+            str(path.parent), gguf_file=path.name, dtype=torch.float32)
+        tok = requires_transformers.AutoTokenizer.from_pretrained(str(path.parent),
+                                                                  gguf_file=path.name)
     model.eval()
-    tok = requires_transformers.AutoTokenizer.from_pretrained(str(path.parent),
-                                                              gguf_file=path.name)
     return model, tok
 
 

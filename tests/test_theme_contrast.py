@@ -7,6 +7,7 @@ The CSS variables are resolved with the values of the JupyterLab theme packages 
 in the environment (and with the fallbacks, as on a page without JupyterLab's CSS).
 """
 
+import functools
 import io
 import re
 import sys
@@ -137,6 +138,13 @@ def test_the_explorers_html_uses_only_the_checked_colours():
 FACTORIES = sorted(n for n in explorers.__all__ if n.endswith(("_explorer", "_lab")))
 
 
+@functools.cache
+def built(factory):
+    """One explorer per factory for this file's two tests (building the real-model ones takes
+    seconds): the first looks at its starting state, the second then moves its sliders."""
+    return getattr(explorers, factory)()
+
+
 def _pixels(png):
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
 
@@ -170,7 +178,7 @@ def test_every_explorer_shows_a_dark_figure_in_the_dark_theme(factory):
     """Beside the light frame, a dark one: the dark theme's page behind it, its black text
     turned light (readable, >= 4.5:1), every image (heatmap cells, their numbers) unchanged;
     CSS by JupyterLab's theme attribute shows one of the two."""
-    ex = getattr(explorers, factory)()
+    ex = built(factory)
     kids = list(ex.widget.children)
     assert kids[kids.index(ex.image) + 1] is ex.image_dark
     assert "attn-light" in ex.image._dom_classes and "attn-dark" in ex.image_dark._dom_classes
@@ -228,7 +236,7 @@ def test_no_region_of_a_dark_frame_stays_paper_white(factory):
     frame is left white (issue 31: the KV-cache explorer's panels beyond the context and the
     head counts stayed white, most of both left panels at the start), at the start and with
     every slider at either end."""
-    ex = getattr(explorers, factory)()
+    ex = built(factory)
     for state in _states(ex):
         dark = _pixels(bytes(ex.image_dark.value))
         patches = _light_patches(dark)
