@@ -54,10 +54,14 @@ LIMIT = 3 * 3600  # seconds: a run that takes longer is stopped (and so are the 
 def run(target, jobs, logdir, busy=0):
     env = {k: v for k, v in os.environ.items() if k != "CI"}
     log = logdir / f"{target}-jobs{jobs or 'default'}{'-loaded' if busy else ''}.log"
+    cpu_log = log.with_suffix(".cpu.jsonl")  # each test's CPU (tools/pytest_cpu_log.py)
+    cpu_log.unlink(missing_ok=True)
+    env.update(COURSE_CPU_LOG=str(cpu_log), PYTHONPATH=str(ROOT / "tools"))
     loops = _machine.BusyLoops(busy, seconds=LIMIT) if busy else contextlib.nullcontext()
     with loops, _machine.LoadMeter() as meter, open(log, "w") as f:
         start = time.perf_counter()
-        proc = subprocess.Popen(["make", target, *([f"JOBS={jobs}"] if jobs else [])], cwd=ROOT,
+        proc = subprocess.Popen(["make", target, *([f"JOBS={jobs}"] if jobs else []),
+                                 "ARGS=-p pytest_cpu_log"], cwd=ROOT,
                                 env=env, stdout=f, stderr=subprocess.STDOUT)
         try:
             _, status, usage = os.wait4(proc.pid, 0)  # usage: make and all it waited for
@@ -68,8 +72,60 @@ def run(target, jobs, logdir, busy=0):
     summaries = [m.group(1) for m in map(SUMMARY.match, log.read_text().splitlines()) if m]
     return {"seconds": round(seconds, 1), "rc": os.waitstatus_to_exitcode(status),
             "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1), "pytest": summaries,
+            "parts": parts(cpu_log),
             "load": meter.summary(),
             "beside": _machine.BusyLoops(busy).describe() if busy else "nothing started"}
+
+
+def part_of(nodeid):
+    """The part of the suite a test belongs to: an nbval pass (its copies' folder), the
+    doctests, or a test file."""
+    path = nodeid.split("::")[0]
+    if nodeid.startswith("<"):  # the session's teardown (tools/pytest_cpu_log.py)
+        return "session teardowns (JupyterLab, Chromium, the hub of session fixtures)"
+    if path.startswith("build/"):
+        return "nbval " + "/".join(path.split("/")[:2])
+    if path.startswith("attn_core/"):
+        return "doctests (attn_core)"
+    return path
+
+
+def parts(cpu_log):
+    """{part: [CPU s, tests]} from a COURSE_CPU_LOG file, largest first (empty if none)."""
+    found = {}
+    if cpu_log.exists():
+        for line in cpu_log.read_text().splitlines():
+            entry = json.loads(line)
+            cpu, n = found.get(part_of(entry["id"]), (0.0, 0))
+            found[part_of(entry["id"])] = (cpu + entry["cpu"], n + 1)
+    return {k: [round(c, 1), n] for k, (c, n) in sorted(found.items(), key=lambda kv: -kv[1][0])}
+
+
+def parts_table(results, top=16):
+    """Where make test's CPU goes, quiet and beside two busy processes (the largest parts)."""
+    runs = results.get("test", {})
+    quiet = runs.get("default", {}).get("parts")
+    loaded = runs.get("loaded", {}).get("parts") or {}
+    if not quiet:
+        return []
+    total = sum(c for c, _ in quiet.values())
+    lines = ["", "Where `make test`'s CPU goes (tools/pytest_cpu_log.py: each test's CPU, its "
+             "kernels' and servers' included when they end; the browser test's JupyterLab, "
+             "Chromium and kernels when the session's fixtures stop, at the end):", "",
+             "| part | tests | CPU s, quiet | share | CPU s, beside two busy processes |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    shown = list(quiet.items())[:top]
+    for name, (cpu, n) in shown:
+        busy = f"{loaded[name][0]:.0f}" if name in loaded else "-"
+        lines.append(f"| {name} | {n} | {cpu:.0f} | {100 * cpu / total:.1f}% | {busy} |")
+    rest = list(quiet.items())[top:]
+    rest_cpu = sum(c for _, (c, _) in rest)
+    lines.append(f"| the other {len(rest)} parts | {sum(n for _, (_, n) in rest)} | "
+                 f"{rest_cpu:.0f} | {100 * rest_cpu / total:.1f}% | |")
+    busy_total = f"{sum(c for c, _ in loaded.values()):.0f}" if loaded else "-"
+    lines.append(f"| all tests | {sum(n for _, n in quiet.values())} | {total:.0f} | 100% | "
+                 f"{busy_total} |")
+    return lines
 
 
 def _cell(r):
@@ -118,7 +174,8 @@ def write_results(record):
         "## 7. The test loop (`benchmarks/bench_test_loop.py`)", "",
         f"Measured {record['date']} on commit {record['commit']}, on {record['machine']}, in "
         "the checkout's .venv without CI=true (the fresh Binder environment build is skipped, "
-        "as on a contributor's machine; CI runs it too).", "", *table(record["results"])])
+        "as on a contributor's machine; CI runs it too).", "", *table(record["results"]),
+        *parts_table(record["results"])])
 
 
 def main():
@@ -149,7 +206,7 @@ def main():
                                  for t in dict.fromkeys([*old, *results])}
     TIMINGS.write_text(json.dumps(record, indent=1) + "\n")
     write_results(record)
-    print("\n".join(table(record["results"])))
+    print("\n".join(table(record["results"]) + parts_table(record["results"])))
     return 0 if all(r["rc"] == 0 for by in results.values() for r in by.values()) else 1
 
 
