@@ -70,3 +70,18 @@ def test_a_slider_move_never_calls_pillows_png_writer(monkeypatch):
     before = (ex.png, bytes(ex.image_dark.value))
     ex.controls["d_k"].index = len(ex.controls["d_k"].options) - 1
     assert ex.errors == [] and (ex.png, bytes(ex.image_dark.value)) != before
+
+
+def test_a_raw_frame_round_trips_and_is_refused_where_malformed():
+    from attn_core.explorers.png import RAW_MAGIC, from_raw, raw_rgb
+
+    rgba = np.random.default_rng(3).integers(0, 256, size=(5, 7, 4), dtype=np.uint8)
+    frame = raw_rgb(rgba)
+    assert frame.startswith(RAW_MAGIC) and not frame.startswith(b"\x89PNG")
+    np.testing.assert_array_equal(from_raw(frame), rgba[..., :3])
+    with pytest.raises(ValueError, match="does not start with RAW_MAGIC"):
+        from_raw(rgb_png(rgba))
+    with pytest.raises(ValueError, match="needs .* bytes, got"):
+        from_raw(frame[:-1])
+    with pytest.raises(ValueError, match=r"pixels must be .* got shape \(5, 7\)"):
+        raw_rgb(rgba[..., 0])

@@ -93,3 +93,44 @@ def test_the_explorer_built_from_the_setup_cell_alone_is_the_notebooks():
         full = eval(nb.cells[index].source.strip(), ns)  # noqa: S307
     assert (tool.record_frames("softmax_explorer", sliced)
             == tool.record_frames("softmax_explorer", full))
+
+
+def test_raw_frames_give_the_very_palette_pngs_of_the_png_frames():
+    """The static build keeps frames unencoded (``raw_frames``): every recorded frame of the
+    scaling explorer is byte for byte the palette PNG the PNG path gave, and a raw frame holds
+    the canvas' own pixels."""
+    from attn_core.explorers import scaling_explorer
+    from attn_core.explorers.base import light_frames_only, raw_frames
+    from attn_core.explorers.png import from_raw
+
+    tool = load_tool()
+    with light_frames_only():
+        png = tool.record_frames("scaling_explorer", scaling_explorer())
+        with raw_frames():
+            ex = scaling_explorer()
+            raw = tool.record_frames("scaling_explorer", ex)
+            pixels = from_raw(ex.png)
+    assert raw == png and len(raw["images"]) > 5
+    canvas = np.asarray(ex.canvas.figure.canvas.buffer_rgba())
+    np.testing.assert_array_equal(pixels, canvas[..., :3])
+    assert scaling_explorer().png.startswith(b"\x89PNG")  # outside, PNGs as before
+
+
+def test_a_clock_reading_never_reaches_a_precomputed_page():
+    """The cost explorer's measured time (and the model explorer's, marked the same way) is
+    this machine's, now: the read-outs the static edition stores say what a kernel would
+    measure instead, and two recordings of the explorer give the same read-outs."""
+    from attn_core.explorers import cost_explorer
+    from attn_core.explorers.base import CLOCK_ATTR, clocked, without_clock
+
+    tool = load_tool()
+    ex = cost_explorer()
+    assert CLOCK_ATTR in ex.readout.value and " ms per attention call" in ex.readout.value
+    shown = tool.readouts(ex)
+    assert " ms per attention call" not in shown and "measured when a kernel runs" in shown
+    ex.controls["n"].value = 64  # another length, timed now
+    assert tool.readouts(ex) == tool.readouts(ex) and "measured when" in tool.readouts(ex)
+    marked = "<p>a " + clocked("b", "12 ms", "timed live", style="color:red") + " z</p>"
+    assert without_clock(marked) == ('<p>a <b style="color:red" data-clock="timed live">'
+                                     "timed live</b> z</p>")
+    assert without_clock("<p>no clock</p>") == "<p>no clock</p>"

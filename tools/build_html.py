@@ -45,7 +45,7 @@ import nbformat
 from jinja2 import DictLoader
 from nbconvert import HTMLExporter
 
-from attn_core.explorers.base import light_frames_only
+from attn_core.explorers.base import light_frames_only, raw_frames
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "build" / "html"
@@ -208,7 +208,8 @@ def players(nb, url):
     """{cell index: the HTML of a precomputed explorer} for the explorer cells of ``nb``."""
     static = load_tool("static_explorers")
     out = {}
-    with light_frames_only():  # the pages show the light frames only
+    # the pages show the light frames only; each is encoded once, as a palette PNG
+    with light_frames_only(), raw_frames():
         for number, (i, explorer) in enumerate(sorted(static.build_explorers(nb).items())):
             name = static.explorer_name(nb.cells[i].source)
             data = static.record_frames(name, explorer)

@@ -25,7 +25,8 @@ import ipywidgets as W
 import numpy as np
 from PIL import Image
 
-from attn_core.explorers.base import SCALE
+from attn_core.explorers.base import SCALE, without_clock
+from attn_core.explorers.png import RAW_MAGIC, from_raw
 
 # The controls moved at build time, in order; a control after another is enumerated for
 # each position of those before it (its options may depend on them). ``WHEN`` limits a
@@ -175,7 +176,8 @@ def label_of(control):
 
 
 def readouts(explorer):
-    """The HTML of the explorer's read-outs (every HTML widget but its error box)."""
+    """The HTML of the explorer's read-outs (every HTML widget but its error box), each clock
+    reading replaced by what the page says instead (``without_clock``)."""
     found = []
 
     def walk(widget):
@@ -187,7 +189,7 @@ def readouts(explorer):
             walk(child)
 
     walk(explorer.widget)
-    return "".join(found)
+    return without_clock("".join(found))  # a measured time is this machine's, now
 
 
 def record_frames(name, explorer):
@@ -254,13 +256,17 @@ def record_frames(name, explorer):
     }
 
 
-def compact_png(png):
-    """The frame as a 256-colour palette PNG: about a third of the bytes of the RGB frame.
+def compact_png(frame):
+    """The frame (a PNG, or raw pixels: ``raw_frames``) as a 256-colour palette PNG: about a
+    third of the bytes of the RGB frame.
 
     The figures are flat colours and anti-aliased text, so the palette is not visible; it is
     what keeps the edition, with every frame drawn at twice its CSS size, under 50 MB.
     """
-    image = Image.open(io.BytesIO(png))
+    if frame.startswith(RAW_MAGIC):
+        image = Image.fromarray(from_raw(frame))  # (h, w, 3) uint8: RGB
+    else:
+        image = Image.open(io.BytesIO(frame))
     small = image.quantize(colors=256, method=Image.Quantize.FASTOCTREE,
                            dither=Image.Dither.NONE)
     out = io.BytesIO()

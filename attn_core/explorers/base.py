@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import html
 import io
+import re
 import sys
 import traceback
 
@@ -47,7 +48,7 @@ from ..threads import blas_threads, on_learner_threads
 from .colors import *  # noqa: F403  (re-exported: tests check these colour pairs)
 from .colors import _ERROR_CSS, THEME_CSS
 from .notes import _Controls, _holds, dark_png, note_ranges, value_note
-from .png import rgb_png
+from .png import raw_rgb, rgb_png
 
 # re-exported: the explorers and tests import the table helpers from base
 from .tables import (  # noqa: F401
@@ -64,7 +65,11 @@ __all__ = [
     "DPI",
     "SCALE",
     "Explorer",
+    "CLOCK_ATTR",
+    "clocked",
     "light_frames_only",
+    "raw_frames",
+    "without_clock",
     "css_width",
     "read_tables",
 ]
@@ -83,8 +88,50 @@ SLIDER_WIDTH = "420px"
 
 def _png(canvas):
     """PNG bytes of the Agg canvas' current pixels (:func:`attn_core.explorers.png.rgb_png`:
-    RGB, the alpha channel dropped, zlib level 1, rows unfiltered)."""
+    RGB, the alpha channel dropped, zlib level 1, rows unfiltered); inside :func:`raw_frames`,
+    the pixels unencoded (:func:`attn_core.explorers.png.raw_rgb`)."""
+    if _raw:
+        return raw_rgb(canvas.buffer_rgba())
     return rgb_png(canvas.buffer_rgba())
+
+
+#: Whether frames are kept unencoded (see :func:`raw_frames`).
+_raw = False
+
+
+@contextlib.contextmanager
+def raw_frames():
+    """Inside, an explorer's ``.png`` (its image's value) holds the frame's raw RGB pixels
+    (:func:`attn_core.explorers.png.raw_rgb`), not a PNG: for the static edition's build,
+    which encodes every frame as a palette PNG of its own (``tools/static_explorers.py``); the
+    PNG's encoding and decoding in between were a sixth of its time. Never in a kernel: a
+    browser cannot show these bytes."""
+    global _raw
+    before, _raw = _raw, True
+    try:
+        yield
+    finally:
+        _raw = before
+
+
+#: The attribute of a read-out element whose text is a clock reading (a measured time): its
+#: value is what a page without a kernel shows instead (:func:`clocked`, :func:`without_clock`).
+CLOCK_ATTR = "data-clock"
+_CLOCKED = re.compile(rf'(<(\w+)\b[^>]*\b{CLOCK_ATTR}="([^"]*)"[^>]*>).*?(</\2>)', re.S)
+
+
+def clocked(tag, text, instead, style=""):
+    """The HTML element ``<tag>`` holding ``text``, a clock reading of this machine now, marked
+    so that a page built ahead of time (the static edition) shows ``instead``."""
+    extra = f' style="{style}"' if style else ""
+    return (f'<{tag}{extra} {CLOCK_ATTR}="{html.escape(instead, quote=True)}">'
+            f"{text}</{tag}>")
+
+
+def without_clock(markup):
+    """``markup`` with every clock reading replaced by its ``instead`` text: what a page built
+    on another machine, at another time, may show."""
+    return _CLOCKED.sub(lambda m: f"{m[1]}{m[3]}{m[4]}", markup)
 
 
 #: Whether an update also draws the dark theme's frame (see :func:`light_frames_only`).

@@ -13,7 +13,17 @@ from ..attention import attention
 from ..cost import interleaved_times, score_matrix_bytes, score_matrix_cells
 from ..threads import blas_threads
 from .arguments import check_option, check_seed
-from .base import STYLE, Explorer, _Canvas, _hide, _marker_dynamic, _row, _slider, _text_of
+from .base import (
+    STYLE,
+    Explorer,
+    _Canvas,
+    _hide,
+    _marker_dynamic,
+    _row,
+    _slider,
+    _text_of,
+    clocked,
+)
 
 __all__ = [
     "CostExplorer",
@@ -116,7 +126,10 @@ class CostExplorer(Explorer):
         else:
             self.timing.marker.set_visible(True)
             figures.update_marker(self.timing, n, seconds)
-            why = f"{seconds * 1e3:.3g} ms per attention call (d = {COST_HEAD_DIM}, measured once)"
+            why = clocked("span", f"{seconds * 1e3:.3g} ms per attention call (d = "
+                                  f"{COST_HEAD_DIM}, measured once)",
+                          instead="measured when a kernel runs this explorer (the curve shows "
+                                  "the times of the machine that built this page)")
         ratio = cells / score_matrix_cells(512)
         self.readout.value = (
             f'<div data-name="cost" style="font-family:monospace;font-size:13px">'

@@ -38,6 +38,7 @@ from .base import (
     _row,
     _slider,
     _table,
+    clocked,
     css_width,
     read_tables,
 )
@@ -331,9 +332,13 @@ class ModelExplorer(Explorer):
 
     @staticmethod
     def _time_html(run):
-        return (f'<div style="{_DIV_CSS};color:{MUTED_COLOR}" data-role="{TIME_ROLE}">'
-                f"Forward pass through the model: {run.seconds * 1e3:.0f} ms for {run.n} word "
-                f"pieces (run once per sentence; the sliders only pick stored weights).</div>")
+        return clocked(
+            "div", f"Forward pass through the model: {run.seconds * 1e3:.0f} ms for {run.n} "
+                   "word pieces (run once per sentence; the sliders only pick stored weights).",
+            instead=f"Forward pass through the model: run once per sentence ({run.n} word "
+                    "pieces; a running kernel says how long it took); the sliders only pick "
+                    "stored weights.",
+            style=f'{_DIV_CSS};color:{MUTED_COLOR}" data-role="{TIME_ROLE}')
 
     # what is on screen
     def shown(self):
@@ -343,7 +348,7 @@ class ModelExplorer(Explorer):
         tables = read_tables(markup)
         roles = tables["roles"]
         names = [name for name, _ in ROLES if name in self._role_names(markup)]
-        time = re.search(rf'data-role="{TIME_ROLE}">Forward pass through the model: (\d+) ms',
+        time = re.search(rf'data-role="{TIME_ROLE}"[^>]*>Forward pass through the model: (\d+) ms',
                          markup)
         return {
             "sentence": self.run.text,

@@ -20,7 +20,7 @@ import zlib
 
 import numpy as np
 
-__all__ = ["rgb_png", "ZLIB_LEVEL"]
+__all__ = ["RAW_MAGIC", "from_raw", "raw_rgb", "rgb_png", "ZLIB_LEVEL"]
 
 #: zlib's level: 1 is several times faster than the default 6, the files barely larger.
 ZLIB_LEVEL = 1
@@ -62,3 +62,43 @@ def rgb_png(pixels, level=ZLIB_LEVEL):
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8 bit, RGB, no interlace
     return (_SIGNATURE + _chunk(b"IHDR", header)
             + _chunk(b"IDAT", zlib.compress(rows.data, level)) + _chunk(b"IEND", b""))
+
+
+#: The first bytes of a raw frame (:func:`raw_rgb`): never those of a PNG.
+RAW_MAGIC = b"attn-raw-rgb\0"
+
+
+def raw_rgb(pixels):
+    """The frame's RGB pixels, unencoded: ``RAW_MAGIC``, height and width (uint32 each), rows.
+
+    For a caller that encodes every frame its own way anyway (the static edition's build:
+    :func:`attn_core.explorers.base.raw_frames`); :func:`from_raw` reads it back.
+
+    Parameters
+    ----------
+    pixels : (h, w, 3) or (h, w, 4) uint8 array_like (the fourth channel is dropped)
+
+    Returns
+    -------
+    bytes
+    """
+    a = np.asarray(pixels)
+    if a.dtype != np.uint8 or a.ndim != 3 or a.shape[2] not in (3, 4) or 0 in a.shape[:2]:
+        raise ValueError(f"pixels must be an (h, w, 3) or (h, w, 4) uint8 array with h, w >= 1, "
+                         f"got shape {a.shape} and dtype {a.dtype}")
+    rgb = np.ascontiguousarray(a[:, :, :3])
+    return RAW_MAGIC + struct.pack("<II", *a.shape[:2]) + rgb.tobytes()
+
+
+def from_raw(data):
+    """The (h, w, 3) uint8 pixels of a :func:`raw_rgb` frame (a ValueError for anything else)."""
+    data = bytes(data)
+    head = len(RAW_MAGIC) + 8
+    if not data.startswith(RAW_MAGIC) or len(data) < head:
+        raise ValueError("data is not a raw frame of raw_rgb (it does not start with RAW_MAGIC)")
+    height, width = struct.unpack_from("<II", data, len(RAW_MAGIC))
+    size = head + 3 * height * width
+    if len(data) != size:
+        raise ValueError(f"a raw frame of {height} x {width} pixels needs {size} bytes, "
+                         f"got {len(data)}")
+    return np.frombuffer(data, dtype=np.uint8, offset=head).reshape(height, width, 3)
