@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import html
 import io
-import re
 import sys
 import traceback
 
@@ -45,6 +44,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ..threads import blas_threads, on_learner_threads
+from .clock import CLOCK_ATTR, clocked, without_clock  # noqa: F401  (re-exported)
 from .colors import *  # noqa: F403  (re-exported: tests check these colour pairs)
 from .colors import _ERROR_CSS, THEME_CSS
 from .notes import _Controls, _holds, dark_png, note_ranges, value_note
@@ -112,26 +112,6 @@ def raw_frames():
         yield
     finally:
         _raw = before
-
-
-#: The attribute of a read-out element whose text is a clock reading (a measured time): its
-#: value is what a page without a kernel shows instead (:func:`clocked`, :func:`without_clock`).
-CLOCK_ATTR = "data-clock"
-_CLOCKED = re.compile(rf'(<(\w+)\b[^>]*\b{CLOCK_ATTR}="([^"]*)"[^>]*>).*?(</\2>)', re.S)
-
-
-def clocked(tag, text, instead, style=""):
-    """The HTML element ``<tag>`` holding ``text``, a clock reading of this machine now, marked
-    so that a page built ahead of time (the static edition) shows ``instead``."""
-    extra = f' style="{style}"' if style else ""
-    return (f'<{tag}{extra} {CLOCK_ATTR}="{html.escape(instead, quote=True)}">'
-            f"{text}</{tag}>")
-
-
-def without_clock(markup):
-    """``markup`` with every clock reading replaced by its ``instead`` text: what a page built
-    on another machine, at another time, may show."""
-    return _CLOCKED.sub(lambda m: f"{m[1]}{m[3]}{m[4]}", markup)
 
 
 #: Whether an update also draws the dark theme's frame (see :func:`light_frames_only`).
