@@ -68,6 +68,7 @@ WORK := my-notebooks
 REQS_STAMP := $(VENV)/.requirements.stamp
 MODEL_STAMP := $(VENV)/.model.stamp
 SETUP_STAMP := $(VENV)/.setup.stamp
+BYTECODE_STAMP := $(VENV)/.bytecode.stamp
 
 ARGS ?=
 CELL_TIMEOUT ?= 120
@@ -77,7 +78,7 @@ PORT ?= 8888
 # JupyterLab refuses to run as root unless told to.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help setup lab fresh lock lint check test test-rounding copies test-binder notebooks nav \
+.PHONY: help setup bytecode lab fresh lock lint check test test-rounding copies test-binder notebooks nav \
 	screenshots \
 	solutions bench html \
 	test-extras crosscheck-extras clean distclean classroom classroom-env
@@ -118,7 +119,23 @@ $(SETUP_STAMP): $(REQS_STAMP) $(MODEL_STAMP) pyproject.toml attn_core/__init__.p
 	$(PY) tools/lab_settings.py
 	@touch $@
 
-setup: $(SETUP_STAMP)
+# Every installed module compiled to bytecode once, here. uv installs without it, and where
+# PYTHONDONTWRITEBYTECODE is set (as on our CI machines) Python then never writes it either:
+# every process (each notebook's kernel, JupyterLab, every pytest worker) compiled matplotlib,
+# IPython and the rest from source again, 1.4 s of each kernel's 2.4 s setup cell (3 December
+# 2026; docs/maintaining.md). pip-installed extras come compiled (pip's default).
+$(BYTECODE_STAMP): $(SETUP_STAMP)
+	@echo "compiling the environment's modules to bytecode (once)"
+	$(PY) -m compileall -q -j 0 $(VENV)/lib >/dev/null 2>&1 || \
+	  echo "(a few files are not Python 3.11, torch's tests among them: pip skips them too)"
+	@touch $@
+
+setup: $(BYTECODE_STAMP)
+
+# The course's own modules as well (quick when nothing changed; __pycache__ is git-ignored):
+# every kernel and worker imports attn_core.
+bytecode: setup
+	@$(PY) -m compileall -q attn_core tools >/dev/null
 
 # requirements.txt is the input (the packages the course uses directly); the lock pins all
 # the packages they pull in, with hashes, for every platform (Linux, macOS, Windows) on
@@ -177,7 +194,7 @@ PERTURBED_NOTEBOOKS := notebooks/11-a-real-model.ipynb notebooks/12-learning-att
 CHECK_SKIP := browser static_html binder classroom learner_copy scaling_table \
   pretrained_crosscheck llm_crosscheck
 
-check: lint
+check: lint bytecode
 	MPLBACKEND=Agg $(PY) -m pytest $(XDIST) -m "not slow" attn_core tests \
 	  $(CHECK_SKIP:%=--ignore=tests/test_%.py) $(ARGS)
 
@@ -212,7 +229,7 @@ copies: setup
 	$(PY) tools/solved_for_nbval.py --out build/nudged --env ATTN_CORE_PERTURB_INIT=1 \
 	  $(if $(NO_AVX512_COPY),--env NPY_DISABLE_CPU_FEATURES="$(NO_AVX512)") $(PERTURBED_NOTEBOOKS)
 
-test: lint copies
+test: lint bytecode copies
 	MPLBACKEND=Agg $(PY) -m pytest $(XDIST) --nbval-cell-timeout=$(CELL_TIMEOUT) \
 	  $(LONGEST) $(NBVAL_COPIES) attn_core tests $(ARGS)
 
