@@ -78,7 +78,7 @@ PORT ?= 8888
 # JupyterLab refuses to run as root unless told to.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help setup bytecode lab fresh lock lint check test test-rounding copies test-binder notebooks nav \
+.PHONY: help setup lab fresh lock lint check test test-rounding copies test-binder notebooks nav \
 	screenshots \
 	solutions bench html \
 	test-extras crosscheck-extras clean distclean classroom classroom-env
@@ -132,10 +132,11 @@ $(BYTECODE_STAMP): $(SETUP_STAMP)
 
 setup: $(BYTECODE_STAMP)
 
-# The course's own modules as well (quick when nothing changed; __pycache__ is git-ignored):
-# every kernel and worker imports attn_core.
-bytecode: setup
-	@$(PY) -m compileall -q attn_core tools >/dev/null
+# How pytest runs here: figures drawn off-screen, and bytecode written even where
+# PYTHONDONTWRITEBYTECODE is set (an empty value unsets it for these runs): pytest then keeps
+# each test module with its asserts rewritten (tests/__pycache__, git-ignored) instead of
+# rewriting 250 modules again in every worker, 11 s of CPU each, and attn_core is compiled once.
+PYTEST := MPLBACKEND=Agg PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 
 # requirements.txt is the input (the packages the course uses directly); the lock pins all
 # the packages they pull in, with hashes, for every platform (Linux, macOS, Windows) on
@@ -194,8 +195,8 @@ PERTURBED_NOTEBOOKS := notebooks/11-a-real-model.ipynb notebooks/12-learning-att
 CHECK_SKIP := browser static_html binder classroom learner_copy scaling_table \
   pretrained_crosscheck llm_crosscheck
 
-check: lint bytecode
-	MPLBACKEND=Agg $(PY) -m pytest $(XDIST) -m "not slow" attn_core tests \
+check: lint
+	$(PYTEST) $(XDIST) -m "not slow" attn_core tests \
 	  $(CHECK_SKIP:%=--ignore=tests/test_%.py) $(ARGS)
 
 # The notebooks run as tools/solved_for_nbval.py copies them: every cell as shipped (every
@@ -229,14 +230,14 @@ copies: setup
 	$(PY) tools/solved_for_nbval.py --out build/nudged --env ATTN_CORE_PERTURB_INIT=1 \
 	  $(if $(NO_AVX512_COPY),--env NPY_DISABLE_CPU_FEATURES="$(NO_AVX512)") $(PERTURBED_NOTEBOOKS)
 
-test: lint bytecode copies
-	MPLBACKEND=Agg $(PY) -m pytest $(XDIST) --nbval-cell-timeout=$(CELL_TIMEOUT) \
+test: lint copies
+	$(PYTEST) $(XDIST) --nbval-cell-timeout=$(CELL_TIMEOUT) \
 	  $(LONGEST) $(NBVAL_COPIES) attn_core tests $(ARGS)
 
 # Only the copies with AVX-512 off (where it runs) and with the weights nudged (make test runs
 # them too).
 test-rounding: copies
-	MPLBACKEND=Agg $(PY) -m pytest $(XDIST) --nbval-cell-timeout=$(CELL_TIMEOUT) \
+	$(PYTEST) $(XDIST) --nbval-cell-timeout=$(CELL_TIMEOUT) \
 	  $(NO_AVX512_COPY) build/nudged $(ARGS)
 
 # --- maintainers -------------------------------------------------------------------------
@@ -279,12 +280,12 @@ CROSSCHECK_EXTRAS := transformers==5.24.0 accelerate==1.16.0
 # The slow, opt-in Binder check: a fresh environment from binder/ (718 MB, a few minutes),
 # as mybinder.org builds it. `make test` skips it outside CI; CI (CI=true) always runs it.
 test-binder: setup
-	BINDER_ENV_TEST=1 MPLBACKEND=Agg $(PY) -m pytest tests/test_binder.py $(ARGS)
+	BINDER_ENV_TEST=1 $(PYTEST) tests/test_binder.py $(ARGS)
 
 # For a person to look at: every notebook as JupyterLab shows it, beside the explorers'
 # photographs (tests/test_browser.py, BROWSER_SCREENSHOTS=1).
 screenshots: setup
-	BROWSER_SCREENSHOTS=1 MPLBACKEND=Agg $(PY) -m pytest tests/test_browser.py $(ARGS)
+	BROWSER_SCREENSHOTS=1 $(PYTEST) tests/test_browser.py $(ARGS)
 
 test-extras: setup
 	$(PIP) install $(TEST_EXTRAS)

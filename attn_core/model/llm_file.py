@@ -227,9 +227,12 @@ def read_gguf(path):
                                       (config.vocab_size, config.d_model), path).T
     else:
         params["w_unembed"] = params["wte"].T  # tied: (vocab, d) -> view (d, vocab)
-    metadata = {key: value for key, value in header.metadata.items()
-                if key.startswith("tokenizer.")}
-    return params, config, metadata
+    return params, config, _tokenizer_fields(header)
+
+
+def _tokenizer_fields(header):
+    """``{key: value}`` of the header's ``tokenizer.*`` fields."""
+    return {key: value for key, value in header.metadata.items() if key.startswith("tokenizer.")}
 
 
 @functools.lru_cache(maxsize=1)
@@ -253,6 +256,10 @@ def load_llm():
     return params, config
 
 
+@functools.lru_cache(maxsize=1)
 def llm_metadata():
-    """The packaged file's ``tokenizer.*`` fields (read with the weights, once)."""
-    return _load()[2]
+    """The packaged file's ``tokenizer.*`` fields, from its header alone (read once per
+    process; with the weights already loaded, those read with them)."""
+    if _load.cache_info().currsize:
+        return _load()[2]
+    return _tokenizer_fields(_open(llm_path()))
