@@ -5,8 +5,9 @@
 #   make fresh NB=04-scaling  the course's version of one notebook in my-notebooks/
 #                    (your copy is kept, renamed NAME.mine-DATE.ipynb)
 #   make check       the fast loop for contributors: make lint, then the unit, property and
-#                    doctests and the exercises' checks (no browser, Binder, classroom, static
-#                    edition or notebook passes)
+#                    doctests and the exercises' checks (no explorers, browser, Binder, classroom,
+#                    static edition or notebook passes)
+#   make test-explorers  the explorers' tests alone: each built, driven, its frames read
 #   make test        make lint, then the whole test suite in one pytest session: unit,
 #                    doctests, browser, Binder, classroom, and every notebook via nbval with
 #                    its exercises answered after them (every check must say right:
@@ -78,7 +79,7 @@ PORT ?= 8888
 # JupyterLab refuses to run as root unless told to.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help setup lab fresh lock lint check test test-rounding copies test-binder notebooks nav \
+.PHONY: help setup lab fresh lock lint check test-explorers test test-rounding copies test-binder notebooks nav \
 	screenshots \
 	solutions bench html \
 	test-extras crosscheck-extras clean distclean classroom classroom-env
@@ -188,6 +189,8 @@ PERTURBED_NOTEBOOKS := notebooks/11-a-real-model.ipynb notebooks/12-learning-att
   $(wildcard notebooks/17-*.ipynb) \
   $(wildcard notebooks/18-*.ipynb)
 # What make check leaves to make test: tests marked slow (the GPT's training re-run among them),
+# those marked explorer (every explorer built, driven and its frames read: 200 s of CPU, more
+# than half of what the rest of make check takes; make test-explorers runs them alone),
 # real browsers, Binder, the hub, the static edition, the
 # learner's-copy round trip, the 20-seed table's regeneration and the
 # transformers cross-checks (BERT's loads the pretrained model twice; SmolLM2's reads the GGUF
@@ -196,8 +199,11 @@ CHECK_SKIP := browser static_html binder classroom learner_copy scaling_table \
   pretrained_crosscheck llm_crosscheck
 
 check: lint
-	$(PYTEST) $(XDIST) -m "not slow" attn_core tests \
+	$(PYTEST) $(XDIST) -m "not slow and not explorer" attn_core tests \
 	  $(CHECK_SKIP:%=--ignore=tests/test_%.py) $(ARGS)
+
+test-explorers: setup
+	$(PYTEST) $(XDIST) -m explorer tests $(ARGS)
 
 # The notebooks run as tools/solved_for_nbval.py copies them: every cell as shipped (every
 # stored output compared, the unanswered exercises' too), each exercise then answered and

@@ -7,6 +7,9 @@ from test_explorers import drive
 from attn_core.explorers import beyond_explorer
 from attn_core.explorers.beyond_quadratic import D_HEAD, HEADS, LAYERS, MAX_TOKENS, NS
 
+# The explorers' frames: make test runs these, make check leaves them out (make test-explorers).
+pytestmark = pytest.mark.explorer
+
 
 def loop_allowed(method, i, j, size):
     """May query i attend to key j under ``method`` (causal), written from the papers."""

@@ -39,6 +39,7 @@ def _learner_threads():
 
 # --- the time limit ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_an_endless_loop_gets_the_time_limit_feedback():
     feedback = practice.check_attention(endless)
     assert not feedback.correct and feedback.message.startswith(NOT_YET)

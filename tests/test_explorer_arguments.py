@@ -17,6 +17,9 @@ from attn_core.attention import attention
 
 from reference import assert_clear_error
 
+# The explorers' frames: make test runs these, make check leaves them out (make test-explorers).
+pytestmark = pytest.mark.explorer
+
 Q3 = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]  # (3, 2)
 K4 = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.5, 0.5]]  # (4, 2)
 V3 = [[1.0], [2.0], [3.0]]  # (3, 1)

@@ -15,6 +15,9 @@ import pytest
 
 from attn_core import explorers
 
+# The explorers' frames: make test runs these, make check leaves them out (make test-explorers).
+pytestmark = pytest.mark.explorer
+
 FACTORIES = sorted(n for n in explorers.__all__ if n.endswith(("_explorer", "_lab")))
 NUMBER_BOXES = (W.BoundedIntText, W.BoundedFloatText)
 

@@ -25,6 +25,9 @@ from attn_core.masks import causal_mask, padding_mask, window_mask
 from attn_core.softmax import softmax, softmax_jacobian
 from attn_core.training import running_mean, scaling_runs
 
+# The explorers' frames: make test runs these, make check leaves them out (make test-explorers).
+pytestmark = pytest.mark.explorer
+
 TABLE_ATOL = 5e-4 + 1e-12  # tables show 3 decimals
 COLOUR_TOL = 3  # of 255: antialiasing inside a cell is nil; a veil or an outline is far more
 EDGE = np.array(to_rgb(figures.HIGHLIGHT_EDGE_COLOR)) * 255

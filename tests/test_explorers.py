@@ -24,6 +24,9 @@ from attn_core.masks import causal_mask, padding_mask, window_mask
 from attn_core.multihead import multi_head_attention
 from attn_core.softmax import softmax, softmax_jacobian
 
+# The explorers' frames: make test runs these, make check leaves them out (make test-explorers).
+pytestmark = pytest.mark.explorer
+
 TABLE_ATOL = 5e-4 + 1e-12  # tables show 3 decimals
 
 

@@ -28,6 +28,9 @@ from attn_core.nn.generate import generate, next_token_probs  # noqa: E402
 
 from reference import ref_gpt  # noqa: E402
 
+# The explorers' frames: make test runs these, make check leaves them out (make test-explorers).
+pytestmark = pytest.mark.explorer
+
 CHARS = " .,abcdefghijklmnopqrstuvwxyzT\n"
 
 

@@ -145,6 +145,7 @@ CHI2_BOUND = 40
 DRAWS = 1500
 
 
+@pytest.mark.slow
 def test_draws_follow_the_distribution():
     """Pearson's chi-square of 1500 seeded draws against the probabilities generate reports.
     The distribution is far from flat (1.6% to 20%) with every cell still filled (>= 20

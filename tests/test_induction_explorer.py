@@ -12,6 +12,9 @@ from attn_core.nn.gpt import head_outputs
 
 from reference import assert_clear_error
 
+# The explorers' frames: make test runs these, make check leaves them out (make test-explorers).
+pytestmark = pytest.mark.explorer
+
 
 @pytest.fixture(scope="module")
 def runs():

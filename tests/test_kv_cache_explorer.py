@@ -7,6 +7,9 @@ from test_explorers import drive
 from attn_core.explorers import kv_cache_explorer
 from attn_core.explorers.kv_cache import D_HEAD, LAYERS, MAX_CTX
 
+# The explorers' frames: make test runs these, make check leaves them out (make test-explorers).
+pytestmark = pytest.mark.explorer
+
 
 def loop_sharing(h, kv):
     g = h // kv

@@ -22,6 +22,9 @@ from attn_core.model.llm_file import load_llm  # noqa: E402
 from attn_core.model.llm_generate import chat  # noqa: E402
 from attn_core.model.llm_measures import load_measurements  # noqa: E402
 
+# The explorers' frames: make test runs these, make check leaves them out (make test-explorers).
+pytestmark = pytest.mark.explorer
+
 
 @pytest.fixture(scope="module")
 def ex():

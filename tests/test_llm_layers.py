@@ -138,6 +138,7 @@ LLAMA = {"norm": "rms", "mlp": "swiglu", "bias": False}
 @FAST
 @given(n=st.integers(1, 4), kv=st.sampled_from([(2, 1), (2, 2), (4, 2)]), d_head=st.integers(1, 3),
        seed=st.integers(0, 2**16))
+@pytest.mark.slow
 def test_llama_block_backward_is_the_finite_difference(n, kv, d_head, seed):
     h, n_kv = kv
     o = BlockOptions(h, n_kv_heads=n_kv, **LLAMA)

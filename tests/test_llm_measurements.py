@@ -85,6 +85,7 @@ def test_windowed_losses_equal_the_mask_of_notebook_07(model):
     np.testing.assert_allclose(got, -log_p[np.arange(len(ids) - 1), ids[1:]], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_induction_scores_and_ablation_recompute(model, stored):
     ind = stored["induction"]
     segment, seed = ind["segments"][0], ind["seeds"][0]

@@ -203,6 +203,7 @@ def test_cached_decoding_is_the_full_recompute(llm, tok):
     assert caches[0].keys.shape == (3, len(ids), 64)  # 3 key/value heads cached
 
 
+@pytest.mark.slow
 def test_window_and_sinks_as_a_mask_equal_the_rolling_cache(llm, tok):
     params, c = llm
     ids = np.array(tok.encode(PARAGRAPH).ids[:40])

@@ -23,6 +23,9 @@ from attn_core.explorers.base import SCALE
 from attn_core.model import pretrained
 from attn_core.model.pretrained import ModelFilesError, PretrainedEncoder, load_model
 
+# The explorers' frames: make test runs these, make check leaves them out (make test-explorers).
+pytestmark = pytest.mark.explorer
+
 SENTENCE = "The animal crossed the road because it was tired."
 OTHER = "She said it would rain, and it did."
 NO_REPEAT = "Dogs bark loudly."  # no word twice, no word split: same-word score is n/a

@@ -17,6 +17,9 @@ from attn_core.nn.checkpoint import load_checkpoint  # noqa: E402
 
 import reference as ref  # noqa: E402
 
+# The explorers' frames: make test runs these, make check leaves them out (make test-explorers).
+pytestmark = pytest.mark.explorer
+
 
 @pytest.fixture(scope="module")
 def ckpt():

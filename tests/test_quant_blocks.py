@@ -88,6 +88,7 @@ def reader():
     return gguf.GGUFReader(_model_file())
 
 
+@pytest.mark.slow
 def test_a_real_tensor_of_the_file_matches_gguf(reader):
     tensor = next(t for t in reader.tensors if t.name == "blk.0.attn_k.weight")
     assert tensor.tensor_type == gguf.GGMLQuantizationType.Q4_1
@@ -96,6 +97,7 @@ def test_a_real_tensor_of_the_file_matches_gguf(reader):
     np.testing.assert_array_equal(mine.reshape(ref.shape), ref)
 
 
+@pytest.mark.slow
 def test_the_header_read_by_hand_matches_gguf_reader(reader):
     from attn_core.model import gguf_layout
 
@@ -113,6 +115,7 @@ def test_the_header_read_by_hand_matches_gguf_reader(reader):
         gguf_layout.raw_tensor(path, "blk.99.nothing")
 
 
+@pytest.mark.slow
 def test_the_metadata_read_by_hand_is_gguf_readers_value_for_value(reader):
     """Every metadata value (the 49,152 tokens, the merges, the token types, the numbers, the
     chat template) equal to what GGUFReader's ``contents()`` gives, and of the same type."""
@@ -129,6 +132,7 @@ def test_the_metadata_read_by_hand_is_gguf_readers_value_for_value(reader):
     assert header.tensors == gguf_layout.tensor_table(_model_file())
 
 
+@pytest.mark.slow
 def test_the_loaded_model_is_every_tensor_gguf_reader_dequantizes(reader):
     """read_gguf (the course's header reader, gguf's dequantize) gives, for every tensor of
     the file, the array of GGUFReader's tensor through gguf's dequantize: bit for bit."""

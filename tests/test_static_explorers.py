@@ -9,8 +9,12 @@ from pathlib import Path
 
 import nbformat
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# The explorers' frames: make test runs these, make check leaves them out (make test-explorers).
+pytestmark = pytest.mark.explorer
 
 
 def load_tool():

@@ -22,6 +22,9 @@ from attn_core import explorers
 from attn_core.checks import _base as checks_base
 from attn_core.explorers import base, colors, notes, softmax_explorer, worked_example_lab
 
+# The explorers' frames: make test runs these, make check leaves them out (make test-explorers).
+pytestmark = pytest.mark.explorer
+
 MIN_CONTRAST = 4.5
 THEMES_DIR = Path(sys.prefix) / "share/jupyter/lab/themes/@jupyterlab"
 THEMES = {"light": THEMES_DIR / "theme-light-extension/index.css",

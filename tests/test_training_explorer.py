@@ -9,6 +9,9 @@ import attn_core.explorers.training as tx
 from attn_core import figures
 from attn_core.training import running_mean, scaling_runs
 
+# The explorers' frames: make test runs these, make check leaves them out (make test-explorers).
+pytestmark = pytest.mark.explorer
+
 
 @pytest.fixture(scope="module")
 def runs():
