@@ -610,11 +610,14 @@ def screenshot_themes(page, output, stem, explorer):
     that theme's frame shows; no number table is cut by the output's edge, and in the wide
     window none needs to scroll (11's row table was cut at the figure's width at 1920 px).
     Each theme and each width is met once: the frame a theme shows does not depend on the
-    window's width, nor a table's layout on the theme (a theme switch restyles the whole
-    page: the costly step)."""
+    window's width, nor a table's layout on the theme. The page's own theme comes first and
+    the page stays in the other: one theme switch per explorer (a switch restyles the whole
+    page, 0.5-1.5 s of Chromium's CPU here)."""
     size = page.viewport_size
+    light = page.evaluate("() => document.body.dataset.jpThemeLight") == "true"
+    shots = sorted(SHOTS, key=lambda shot: (shot[0] == "light") != light)  # its own first
     try:
-        for theme, label in SHOTS:
+        for theme, label in shots:
             set_theme(page, theme)
             width, height = SIZES[label]
             page.set_viewport_size({"width": width, "height": height})
@@ -635,7 +638,6 @@ def screenshot_themes(page, output, stem, explorer):
                 assert not [t for t in tables if t["scrolls"]], (
                     f"{explorer.name} at {label}: a table scrolls: {tables}")
     finally:
-        set_theme(page, "light")
         page.set_viewport_size(size)
 
 
