@@ -30,7 +30,7 @@ from .training import final_loss, scaling_runs, train
 
 __all__ = ["SCALING_SWEEP", "SCALING_TABLE", "SETTINGS", "SWEEP_SETTINGS", "VARIANTS",
            "best_rows", "compute_scaling_sweep", "compute_scaling_table", "load_scaling_sweep",
-           "load_scaling_table", "sweep_row"]
+           "load_scaling_table", "sweep_row", "table_results"]
 
 #: Where the stored table lives (package data).
 SCALING_TABLE = Path(__file__).parent / "data" / "scaling-table.json"
@@ -69,7 +69,16 @@ def _perturbed_init():
             os.environ[PERTURB_INIT] = old
 
 
-def _results(settings):
+def table_results(settings=None):
+    """Train every row of the table once, as initialised (no nudge).
+
+    Returns
+    -------
+    results : dict
+        ``(d_k, scaled) -> (final_losses, accuracies)``, (S,) each over the seeds of
+        ``settings`` (default :data:`SETTINGS`).
+    """
+    settings = SETTINGS if settings is None else settings
     runs = scaling_runs(settings["task"], d_ks=tuple(settings["d_ks"]),
                         seeds=tuple(settings["seeds"]), steps=settings["steps"],
                         lr=settings["lr"], batch=settings["batch"])
@@ -88,9 +97,9 @@ def compute_scaling_table(settings=None):
         largest change of any seed's result under the one-ulp nudge.
     """
     settings = dict(SETTINGS if settings is None else settings)
-    plain = _results(settings)
+    plain = table_results(settings)
     with _perturbed_init():
-        nudged = _results(settings)
+        nudged = table_results(settings)
     rows = []
     for (d_k, scaled), (loss, acc) in plain.items():
         loss2, acc2 = nudged[d_k, scaled]

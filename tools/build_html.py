@@ -96,6 +96,16 @@ TEMPLATE_SOURCE = """\
 {{ super() }}
 {%- endif -%}
 {%- endblock data_png -%}
+{#- The code as Pygments highlights it: every character of the source escaped, only Pygments'
+    own <div>, <pre> and <span class> around it; the lab template runs it through bleach as
+    well, a quarter of the time a page takes, for the same bytes. -#}
+{% block input %}
+<div class="jp-CodeMirrorEditor jp-Editor jp-InputArea-editor" data-type="inline">
+     <div class="cm-editor cm-s-jupyter">
+{{ cell.source | highlight_code(metadata=cell.metadata) }}
+     </div>
+</div>
+{%- endblock input %}
 """
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
