@@ -8,7 +8,7 @@ every cell and stored output of the course, which nbval compares, and probes rea
 their printed text). Here: that
 every placeholder is an exercise with a solution, that the copies are made as nbval needs
 them, that the probes fail a wrong answer, and the test of answers shown above an exercise
-(``answers_shown_above``, which the probes call).
+(``answers_shown_above`` of tests/solution_leaks.py, which the probes call).
 """
 
 import ast
@@ -65,8 +65,8 @@ WITH_EXERCISES = [p for p in NOTEBOOKS if solutions.exercise_cells(read(p))]
 # The solved notebooks are executed by nbval in `make test`, once per dispatch configuration:
 # tools/solved_for_nbval.py writes every notebook as shipped with its exercises answered and
 # probed after them, and the probes assert there that every check says right and no answer is
-# shown above its exercise (answers_shown_above, below). Here: that the copies are made so,
-# and that the probes fail.
+# shown above its exercise (answers_shown_above, tests/solution_leaks.py). Here: that the
+# copies are made so, and that the probes fail.
 spec_solved = importlib.util.spec_from_file_location("course_solved_for_nbval",
                                                      ROOT / "tools" / "solved_for_nbval.py")
 solved_for_nbval = importlib.util.module_from_spec(spec_solved)
@@ -142,18 +142,19 @@ def test_notebooks_without_exercises_are_copied_unchanged():
             assert solved_for_nbval.solved_copy(path) == read(path), path.name
 
 
-def _fake_course(tmp_path, solution):
+def _fake_course(tmp_path, solution, question="**1.** How many cells has an 8 x 8 matrix?",
+                 leaks=True):
     """A course notebook of one exercise whose solution is ``solution``, and its solved copy."""
     nb = nbformat.v4.new_notebook()
     ex = nbformat.v4.new_code_cell("answer = None  # your code here\ncheck_cells(answer, n=8, h=1)")
     ex.metadata = {"tags": ["exercise"], "solution": [solution]}
     nb.cells = [nbformat.v4.new_code_cell("from attn_core.checks import check_cells"),
-                nbformat.v4.new_markdown_cell("**1.** How many cells has an 8 x 8 matrix?"), ex]
+                nbformat.v4.new_markdown_cell(question), ex]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
     path = tmp_path / "99-fake.ipynb"
     nbformat.write(nb, path)
-    return solved_for_nbval.solved_copy(path)
+    return solved_for_nbval.solved_copy(path, leaks=leaks)
 
 
 @pytest.mark.parametrize("solution, error", [
@@ -175,6 +176,27 @@ def test_the_probes_fail_a_wrong_or_unchecked_answer(tmp_path, solution, error):
         assert errors and error in (errors[0]["ename"] + ": " + errors[0]["evalue"]), final
 
 
+def test_the_last_probe_finds_an_answer_shown_above_and_a_copy_with_env_leaves_it_out(tmp_path):
+    """The answer (256 cells) printed in the question: the copy without ``--env`` fails on it;
+    a copy with ``--env`` (``leaks=False``, what ``build`` makes) checks the verdicts only."""
+    from nbclient import NotebookClient
+
+    said = "**1.** A 16 x 16 matrix has 256 cells. How many has it with one head?"
+    runs = {}
+    for leaks in (True, False):
+        solved = _fake_course(tmp_path, "answer = 256\ncheck_cells(answer, n=16, h=1)",
+                              question=said, leaks=leaks)
+        NotebookClient(solved, timeout=120, kernel_name="python3", allow_errors=True,
+                       resources={"metadata": {"path": str(tmp_path)}}).execute()
+        runs[leaks] = solved.cells[-1].outputs
+    errors = [o for o in runs[True] if o.output_type == "error"]
+    assert errors and "answer = 256 shown above as '256'" in errors[0]["evalue"], runs[True]
+    assert [o.get("text") for o in runs[False]] == [solved_for_nbval.FINAL_WORDS[False] + "\n"]
+    env_copy = solved_for_nbval.build(tmp_path / "env", [tmp_path / "99-fake.ipynb"],
+                                      {"ATTN_CORE_PERTURB_INIT": "1"})
+    assert "answers_shown_above" not in read(env_copy[0]).cells[-1].source
+
+
 def test_static_edition_links_to_solutions_only_when_built(tmp_path):
     spec_html = importlib.util.spec_from_file_location("course_html",
                                                        ROOT / "tools" / "build_html.py")
@@ -187,97 +209,6 @@ def test_static_edition_links_to_solutions_only_when_built(tmp_path):
     linked = build_html.link_solutions(read(path), path.stem, tmp_path)
     assert len(linked.cells) == before + 1
     assert "(solutions/05-softmax.html)" in "".join(c.source for c in linked.cells)
-
-
-# --- no exercise's answer is printed above it ----------------------------------------------
-
-def _shown_above(nb, index):
-    """The text a learner sees above cell ``index``: markdown, and every stored output."""
-    parts = []
-    for cell in nb.cells[:index]:
-        if cell.cell_type == "markdown":
-            parts.append(cell.source)
-        for out in cell.get("outputs", []):
-            parts.append(out.get("text", "") or out.get("data", {}).get("text/plain", ""))
-    return "\n".join(parts)
-
-
-def _number_forms(value, decimals=2):
-    """How a printed number could show the answer ``value``: at ``decimals`` (the fewest the
-    question accepts) and 3 decimals, or a whole number of at least 3 digits (with or without
-    thousands commas). Small whole numbers and round values (0, 0.5, 1) tell nothing."""
-    value = float(value)
-    if value.is_integer():
-        return [f"{int(value)}", f"{int(value):,}"] if abs(value) >= 100 else []
-    forms = {f"{value:.{d}f}" for d in range(decimals, 4)}
-    return [f for f in forms if f.lstrip("-") not in ("0.00", "0.50", "1.00", "0.000", "0.500",
-                                                        "1.000")]
-
-
-def _found(forms, text):
-    return [f for f in forms if re.search(rf"(?<![\d.]){re.escape(f)}(?![\d])", text)]
-
-
-def _options(markdown):
-    """Multiple-choice options of a question: letter -> text (``- b) text`` or ``b) text,``)."""
-    found = dict(re.findall(r"^\s*-\s*([a-d])\)\s*(.+)$", markdown, re.MULTILINE))
-    if not found:
-        found = dict(re.findall(r"\b([a-d])\)\s*(.+?)(?=,\s*[a-d]\)|\.?\s*$)", markdown,
-                                re.DOTALL))
-    return found
-
-
-#: A right option this long, and half as long again as every wrong one, stands out by its
-#: length alone (it reads as the course's own explanation).
-LONG_OPTION = 90
-
-
-def _shingles(text, n=6):
-    words = re.findall(r"[a-z0-9]+", re.sub(r"\$[^$]*\$", " ", text.lower()))
-    return {" ".join(words[i:i + n]) for i in range(len(words) - n + 1)}
-
-
-def _course_prose(skip):
-    """Every markdown cell of the course, but the question's own (``skip``: (stem, index))."""
-    text = []
-    for path in NOTEBOOKS:
-        for i, cell in enumerate(read(path).cells):
-            if cell.cell_type == "markdown" and (path.stem, i) != skip:
-                text.append(cell.source)
-    return "\n".join(text)
-
-
-def answers_shown_above(path, answers):
-    """``(exercise number, what gave it away)`` for each exercise whose answer is shown above."""
-    nb = read(path)
-    leaks = []
-    for number, (index, values) in enumerate(zip(solutions.exercise_cells(nb), answers), 1):
-        above = _shown_above(nb, index)
-        for name, value in values.items():
-            if isinstance(value, bool) or value is None:
-                continue
-            if isinstance(value, (int, float)):
-                asked = re.search(r"(\d) decimals", nb.cells[index - 1].source)
-                hits = _found(_number_forms(value, int(asked.group(1)) if asked else 2), above)
-            elif isinstance(value, list) and value and all(
-                    isinstance(x, (int, float)) and not isinstance(x, bool) for x in value):
-                forms = [" +".join(re.escape(f"{float(x):.{d}f}") for x in value)
-                         for d in (2, 3)]
-                hits = [f for f in forms if len(value) > 1 and re.search(f, above)]
-            elif isinstance(value, str) and re.fullmatch(r"[a-d]", value):
-                options = _options(nb.cells[index - 1].source)
-                option = options.get(value, "")
-                prose = _course_prose(skip=(path.stem, index - 1))
-                hits = sorted(_shingles(option) & _shingles(prose))[:1]
-                others = [len(o) for k, o in options.items() if k != value]
-                if not hits and others and len(option) > max(LONG_OPTION, 1.5 * max(others)):
-                    hits = [f"the only long option ({len(option)} characters, the others at "
-                            f"most {max(others)})"]
-            else:
-                hits = []
-            if hits:
-                leaks.append((number, f"{name} = {value!r} shown above as {hits[0]!r}"))
-    return leaks
 
 
 def test_a_copy_with_an_environment_sets_it_before_numpy_and_proves_the_dispatch(tmp_path):

@@ -14,7 +14,8 @@ own dispatch) and switched off. Each copy is the course notebook with cells adde
   cells below then run with the exercise answered, as a learner who answered it has them;
 * a last cell asserts that every answered check says right, that every exercise was probed,
   and that no answer is shown above its exercise (``answers_shown_above`` of
-  tests/test_solutions.py).
+  tests/solution_leaks.py; in a copy with ``--env`` the last of these is left out: the text
+  above each exercise is the same in every copy, and the copy without ``--env`` looks).
 
 Notebooks without exercises are copied unchanged. A check cell that does not follow an exercise
 is an error (it could only check the unanswered state). The copies are built, not kept
@@ -65,10 +66,7 @@ _probe_answers.append({{_n: (globals()[_n].tolist() if hasattr(globals()[_n], "t
 """
 #: The last cell: every check right, every exercise probed, no answer shown above it.
 FINAL_PROBE = """\
-# probe: every check says right, and no answer is shown above its exercise
-import importlib.util as _util
-from pathlib import Path as _Path
-
+# probe: every check says right{leaks_title}
 from attn_core.checks._base import Feedback as _Feedback
 
 _probe_verdicts = globals().get("_probe_verdicts", {{}})
@@ -79,13 +77,22 @@ assert not _wrong, f"check cells (by index in the course notebook) not right: {{
 assert {checks} > 0, "no check cell found"
 assert len(_probe_verdicts) == {checks}, f"check cells with no verdict: {{sorted(_probe_verdicts)}}"
 assert len(_probe_answers) == {exercises}, _probe_answers
-_spec = _util.spec_from_file_location("_course_test_solutions", {test!r})
+"""
+#: ... with the answers looked for above their exercises (in the copies without ``--env``:
+#: the course's text and its stored outputs are the same in every copy, so one look is enough).
+LEAK_PROBE = """\
+import importlib.util as _util
+from pathlib import Path as _Path
+
+_spec = _util.spec_from_file_location("_course_solution_leaks", {test!r})
 _leaks_module = _util.module_from_spec(_spec)
 _spec.loader.exec_module(_leaks_module)
 _leaks = _leaks_module.answers_shown_above(_Path({course!r}), _probe_answers)
 assert not _leaks, "; ".join(f"exercise {{n}}: {{why}}" for n, why in _leaks)
-print("every check right; no answer shown above its exercise")
 """
+FINAL_WORDS = {True: "every check right; no answer shown above its exercise",
+               False: "every check right (answers above their exercises: looked for in the "
+                      "copy without --env)"}
 
 
 def _probe(source):
@@ -114,9 +121,10 @@ def _answered(cell, source, index):
     return _probe(keep_verdict(source, index) if CHECK_CALL.search(source) else source)
 
 
-def solved_copy(path):
+def solved_copy(path, leaks=True):
     """The notebook at ``path`` with each exercise answered and probed right after it (see
-    the module); ValueError for a check cell that does not follow an exercise."""
+    the module); ValueError for a check cell that does not follow an exercise. ``leaks``:
+    whether the last probe also looks for answers shown above their exercises."""
     nb = nbformat.read(path, as_version=4)
     exercises = set(solutions.exercise_cells(nb))
     if not exercises:
@@ -144,13 +152,17 @@ def solved_copy(path):
             pending.append(_answered(cell, cell.source, index))
             checks += 1
     cells += pending
-    final = nbformat.v4.new_code_cell(FINAL_PROBE.format(
-        checks=checks, exercises=len(exercises), test=str(ROOT / "tests" / "test_solutions.py"),
-        course=str(path)))
+    source = FINAL_PROBE.format(checks=checks, exercises=len(exercises),
+                                leaks_title=", and no answer is shown above its exercise"
+                                if leaks else "")
+    if leaks:
+        source += LEAK_PROBE.format(test=str(ROOT / "tests" / "solution_leaks.py"),
+                                    course=str(path))
+    final = nbformat.v4.new_code_cell(f"{source}print({FINAL_WORDS[leaks]!r})\n")
     final.metadata["tags"] = [PROBE_TAG]
     final.execution_count = 1  # nbval compares only the outputs of cells that ran
-    final.outputs = [nbformat.v4.new_output(
-        "stream", name="stdout", text="every check right; no answer shown above its exercise\n")]
+    final.outputs = [nbformat.v4.new_output("stream", name="stdout",
+                                            text=FINAL_WORDS[leaks] + "\n")]
     nb.cells = cells + [final]
     nb.metadata.pop("widgets", None)
     return nb
@@ -196,7 +208,8 @@ def env_cell(env):
 
 def build(out=OUT, notebooks=None, env=None):
     """Write a copy of every course notebook (or of ``notebooks``) into ``out`` (emptied
-    first), with ``env`` ({name: value}) set by its first cell if given; returns the paths."""
+    first), with ``env`` ({name: value}) set by its first cell if given (such a copy does not
+    look for answers shown above their exercises again); returns the paths."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.ipynb"):
@@ -204,7 +217,7 @@ def build(out=OUT, notebooks=None, env=None):
     written = []
     for path in notebooks or sorted((ROOT / "notebooks").glob("*.ipynb")):
         path = Path(path).resolve()  # the last probe reads the course notebook
-        copy = solved_copy(path)
+        copy = solved_copy(path, leaks=not env)
         if env:
             copy.cells.insert(0, env_cell(env))
         target = out / path.name
