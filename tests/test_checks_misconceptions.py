@@ -12,6 +12,7 @@ hint is shown.
 when an exercise's check has no entry here: a new exercise cannot slip past the rule.
 """
 
+import ast
 import contextlib
 import io
 import re
@@ -60,21 +61,37 @@ def exercise_checks():
 
 
 @cache
-def notebook_names(stem):
-    """The variables a notebook's code defines before its first exercise (figures and
-    explorers skipped): the exercises' own inputs."""
+def _prefix(stem):
+    """The code cells a notebook runs before its first exercise (explorers left out, magics
+    and shell lines dropped), each with the names it mentions."""
     nb = nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", as_version=4)
+    cells = []
+    for cell in nb.cells:
+        if "exercise" in cell.metadata.get("tags", []):
+            break
+        if cell.cell_type != "code" or "explorer(" in cell.source:
+            continue
+        source = "\n".join(line for line in cell.source.splitlines()
+                           if not line.lstrip().startswith(("%", "!")))
+        try:
+            mentioned = {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+        except SyntaxError:
+            mentioned = set()
+        cells.append((source, frozenset(mentioned)))
+    return tuple(cells)
+
+
+@cache
+def notebook_names(stem, through=None):
+    """The variables a notebook's code defines before its first exercise (figures and
+    explorers skipped): the exercises' own inputs. ``through``: run only the cells of
+    ``_prefix`` up to that one (default: all)."""
     space = {}
+    cells = _prefix(stem)[:None if through is None else through + 1]
     # The setup cells set numpy's print options: restored afterwards, or every doctest that
     # runs later in this process prints differently.
     with np.printoptions(), contextlib.redirect_stdout(io.StringIO()):
-        for cell in nb.cells:
-            if "exercise" in cell.metadata.get("tags", []):
-                break
-            if cell.cell_type != "code" or "explorer(" in cell.source:
-                continue
-            source = "\n".join(line for line in cell.source.splitlines()
-                               if not line.lstrip().startswith(("%", "!")))
+        for source, _ in cells:
             try:
                 exec(compile(source, f"{stem}", "exec"), space)  # noqa: S102 - the course's code
             except Exception:  # a figure cell: its names are not the exercises' inputs
@@ -83,7 +100,14 @@ def notebook_names(stem):
 
 
 def nb(stem, name):
-    return notebook_names(stem)[name]
+    """``name`` as the notebook has it at its first exercise, from its cells up to the last
+    one that mentions it (the cells after it cannot bind or change it by that name; in 08 they
+    are the timings, 6 s of the 8 s it took)."""
+    last = max((i for i, (_, mentioned) in enumerate(_prefix(stem)) if name in mentioned),
+               default=None)
+    if last is None:
+        raise KeyError(f"{stem} mentions no {name!r} before its first exercise")
+    return notebook_names(stem, last)[name]
 
 
 # --- wrong implementations, written out here ------------------------------------------------
