@@ -8,6 +8,7 @@ every ``make test``.
 
 import importlib.util
 import re
+from functools import cache
 from pathlib import Path
 
 import nbformat
@@ -71,14 +72,16 @@ def _shingles(text, n=6):
     return {" ".join(words[i:i + n]) for i in range(len(words) - n + 1)}
 
 
+@cache
+def _markdown_cells():
+    """``(stem, index, source)`` of every markdown cell of the course, read once."""
+    return tuple((path.stem, i, cell.source) for path in NOTEBOOKS
+                 for i, cell in enumerate(read(path).cells) if cell.cell_type == "markdown")
+
+
 def _course_prose(skip):
     """Every markdown cell of the course, but the question's own (``skip``: (stem, index))."""
-    text = []
-    for path in NOTEBOOKS:
-        for i, cell in enumerate(read(path).cells):
-            if cell.cell_type == "markdown" and (path.stem, i) != skip:
-                text.append(cell.source)
-    return "\n".join(text)
+    return "\n".join(source for stem, i, source in _markdown_cells() if (stem, i) != skip)
 
 
 def answers_shown_above(path, answers):

@@ -18,19 +18,12 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from solution_leaks import NOTEBOOKS, ROOT, read, solutions
 
-ROOT = Path(__file__).resolve().parent.parent
-spec = importlib.util.spec_from_file_location("course_solutions", ROOT / "tools" / "solutions.py")
-solutions = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(solutions)
-
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]*-*.ipynb"))
 CHECK_CALL = re.compile(r"^check_\w+\(", re.MULTILINE)
 PLACEHOLDER = re.compile(  # answer = None, a stub that raises, returns None or is `...`
     r"^\s*((answer\w*|prediction|difference) = None\b|raise NotImplementedError"
     r"|(return None|\.\.\.)\s*# your code here)", re.MULTILINE)
-def read(path):
-    return nbformat.read(path, as_version=4)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
