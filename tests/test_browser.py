@@ -354,7 +354,14 @@ def open_notebook(page, name):
         """(name) => { const w = window.jupyterapp.shell.currentWidget;
              return w && w.context && w.context.path.endsWith(name)
                && w.node.querySelector('.jp-Cell'); }""", arg=name, timeout=PAGE_TIMEOUT)
-    page.get_by_text(IDLE, exact=True).wait_for(timeout=PAGE_TIMEOUT)
+    kernel_idle(page, PAGE_TIMEOUT)
+
+
+def kernel_idle(page, timeout):
+    """Wait until the status bar reads ``IDLE``, as a learner sees it. Looked for in the status
+    bar only: a text search of the whole page reads every cell's text on every poll (a third
+    of Chromium's CPU while a notebook opened)."""
+    page.locator(".jp-StatusBar-Widget").get_by_text(IDLE, exact=True).wait_for(timeout=timeout)
 
 
 # Close every open notebook without saving (the copy is thrown away anyway).
@@ -381,7 +388,7 @@ def run_cells(page, indices):
     for i in indices:
         count = page.evaluate(JS_RUN_CELL, i)
         assert count, f"cell {i + 1} did not run"
-    page.get_by_text(IDLE, exact=True).wait_for(timeout=RUN_TIMEOUT)
+    kernel_idle(page, RUN_TIMEOUT)
 
 
 # The stored execution counts are those of a run from the top: cleared first, so that a count
@@ -453,11 +460,16 @@ def screenshot_notebook(page, name):
 
 
 def explorer_output(page, call):
+    """The output (an element handle) of the one code cell whose code contains ``call`` and
+    which shows a figure widget. Found once per explorer, then held: a locator is found again
+    at every use, and this one reads the text of every code cell each time (25 ms of
+    Chromium's CPU per use, ten uses per key press)."""
     cell = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell").filter(
         has=page.locator(".jp-InputArea-editor", has_text=call)).filter(
         has=page.locator(".jp-OutputArea-output img.widget-image"))
     assert cell.count() == 1, f"no single cell calls {call} and shows its figure"
-    return cell.locator(".jp-OutputArea-output").filter(has=page.locator("img.widget-image"))
+    return cell.locator(".jp-OutputArea-output").filter(
+        has=page.locator("img.widget-image")).element_handle()
 
 
 JS_WATCH = """(img) => {
@@ -479,12 +491,15 @@ JS_WATCH = """(img) => {
 }"""
 
 
-def slider_named(page, output, label):
-    """The slider whose label starts with ``label`` (a word boundary after it)."""
-    sliders = output.locator(".widget-slider").filter(has=page.locator(
-        ".widget-label", has_text=re.compile(rf"^\s*{re.escape(label)}(\s|$|\()")))
-    assert sliders.count() == 1, f"no single slider labelled {label!r} in the explorer"
-    return sliders.first
+def slider_named(output, label):
+    """The slider (an element handle) whose label starts with ``label`` (a word boundary
+    after it)."""
+    starts = re.compile(rf"^\s*{re.escape(label)}(\s|$|\()")
+    labels = output.eval_on_selector_all(
+        ".widget-slider", "(all) => all.map(s => s.querySelector('.widget-label')?.innerText)")
+    found = [i for i, text in enumerate(labels) if text is not None and starts.match(text)]
+    assert len(found) == 1, f"no single slider labelled {label!r} in the explorer: {labels}"
+    return output.query_selector_all(".widget-slider")[found[0]]
 
 
 def press_arrow(page, img, handle, readout, where):
@@ -500,8 +515,7 @@ def press_arrow(page, img, handle, readout, where):
                            timeout=UPDATE_TIMEOUT, polling="raf")
     ms = page.evaluate("window.__watch.ms")
     page.wait_for_function(
-        "([el, old]) => el.innerText !== old", arg=[readout.element_handle(), before],
-        timeout=UPDATE_TIMEOUT)
+        "([el, old]) => el.innerText !== old", arg=[readout, before], timeout=UPDATE_TIMEOUT)
     assert img.get_attribute("src") != before_src, f"{where} ({key}): the figure did not change"
     assert readout.inner_text() != before, f"{where} ({key}): the read-out did not change"
     return ms
@@ -509,11 +523,12 @@ def press_arrow(page, img, handle, readout, where):
 
 def move_slider(page, output, where, label, latencies):
     """``PRESSES`` arrow keys on the slider labelled ``label``; each one timed."""
-    slider = slider_named(page, output, label)
-    img = output.locator("img.widget-image").first
-    handle, readout = slider.locator(".noUi-handle"), slider.locator(".widget-readout")
+    slider = slider_named(output, label)
+    img = output.query_selector("img.widget-image")
+    handle, readout = (slider.query_selector(c) for c in (".noUi-handle", ".widget-readout"))
     if not readout.is_visible():  # a choice slider: its value is the label beside it
-        readout = slider.locator("xpath=following-sibling::*[contains(@class, 'attn-readout')]")
+        readout = slider.query_selector(
+            "xpath=following-sibling::*[contains(@class, 'attn-readout')]")
     latencies[f"{where}: {label}"] = [press_arrow(page, img, handle, readout, where)
                                       for _ in range(PRESSES)]
 
@@ -521,10 +536,11 @@ def move_slider(page, output, where, label, latencies):
 def type_sentence(page, output, where, latencies, text):
     """Type ``text`` into the explorer's text box and press Enter: the model reruns, the
     figure changes and (the model explorer) the query menu lists the new sentence's pieces."""
-    img = output.locator("img.widget-image").first
+    img = output.query_selector("img.widget-image")
     before_src = img.get_attribute("src")
-    box = output.locator(".widget-text input")
-    assert box.count() == 1, f"{where}: no single text box"
+    boxes = output.query_selector_all(".widget-text input")
+    assert len(boxes) == 1, f"{where}: no single text box"
+    box = boxes[0]
     box.fill(text)
     img.evaluate(JS_WATCH)
     box.press("Enter")
@@ -532,14 +548,20 @@ def type_sentence(page, output, where, latencies, text):
                            timeout=UPDATE_TIMEOUT, polling="raf")
     ms = page.evaluate("window.__watch.ms")
     assert img.get_attribute("src") != before_src, f"{where}: the figure did not change"
-    options = output.locator(".widget-dropdown select option").all_inner_texts()
+    options = output.eval_on_selector_all(".widget-dropdown select option",
+                                          "(all) => all.map(o => o.innerText)")
     if options:  # the model explorer: its query menu lists the new sentence's word pieces
         words = text.lower().rstrip(".").split()
         pieces = [o.replace("\xa0", " ").split(": ", 1)[1] for o in options]  # "3: trophy"
         assert pieces[1:-2] == words and pieces[0] == "[CLS]" and pieces[-1] == "[SEP]", options
-    assert not output.locator(".widget-html", has_text="hit an error").count()
+    assert not output.evaluate(JS_ERRORS_SHOWN), f"{where}: the explorer shows an error"
     latencies[f"{where}: new sentence + Enter"] = [ms]
     error_beside_the_box(page, output, box, where, text)
+
+
+#: The explorer's visible HTML widgets that say it hit an error.
+JS_ERRORS_SHOWN = """(output) => [...output.querySelectorAll('.widget-html')]
+  .filter(e => e.innerText.includes('hit an error') && e.getClientRects().length > 0)"""
 
 
 def error_beside_the_box(page, output, box, where, good):
@@ -550,8 +572,9 @@ def error_beside_the_box(page, output, box, where, good):
     try:
         box.fill("")
         box.press("Enter")
-        error = output.locator(".widget-html", has_text="hit an error")
-        error.wait_for(state="visible", timeout=UPDATE_TIMEOUT)
+        page.wait_for_function(f"(o) => ({JS_ERRORS_SHOWN})(o).length === 1", arg=output,
+                               timeout=UPDATE_TIMEOUT)
+        error = output.evaluate_handle(f"(o) => ({JS_ERRORS_SHOWN})(o)[0]").as_element()
         box.evaluate("(e) => e.scrollIntoView({block: 'center'})")
         page.wait_for_timeout(200)
         shot, area = error.bounding_box(), box.bounding_box()
@@ -564,8 +587,8 @@ def error_beside_the_box(page, output, box, where, good):
         page.set_viewport_size(size)
     box.fill(good)  # back to the good text: the error goes
     box.press("Enter")
-    output.locator(".widget-html", has_text="hit an error").wait_for(state="hidden",
-                                                                    timeout=UPDATE_TIMEOUT)
+    page.wait_for_function(f"(o) => ({JS_ERRORS_SHOWN})(o).length === 0", arg=output,
+                           timeout=UPDATE_TIMEOUT)
 
 
 def set_theme(page, theme):
@@ -634,9 +657,10 @@ def screenshot_themes(page, output, stem, explorer):
             if room_for(output) > tall:
                 page.set_viewport_size({"width": width, "height": int(room_for(output))})
             output.scroll_into_view_if_needed()
-            shown = output.locator(f"img.attn-{theme}").first
-            hidden = output.locator(f"img.attn-{'dark' if theme == 'light' else 'light'}")
-            assert shown.is_visible() and not hidden.first.is_visible(), (
+            shown = output.query_selector(f"img.attn-{theme}")
+            hidden = output.query_selector(f"img.attn-{'dark' if theme == 'light' else 'light'}")
+            assert shown is not None and shown.is_visible() and not (
+                hidden is not None and hidden.is_visible()), (
                 f"{explorer.name}: the {theme} theme does not show its own frame")
             output.screenshot(
                 path=str(SCREENSHOTS / f"{stem}--{explorer.name}--{theme}--{label}.png"))
