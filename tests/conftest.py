@@ -196,6 +196,17 @@ def browser(requires_browser):
 
 
 @pytest.fixture(autouse=True)
+def _close_figures():
+    """Close every pyplot figure a test left open (nothing when pyplot was never imported):
+    the figures of one xdist worker's tests otherwise add up, and matplotlib warns from
+    whichever test opens the 21st."""
+    yield
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is not None:
+        pyplot.close("all")
+
+
+@pytest.fixture(autouse=True)
 def _fresh_exercise_tries():
     """Every test starts as a new kernel does: no exercise has been tried yet (the checks'
     progressive hints count wrong tries per check, see attn_core.checks._base.progressive)."""

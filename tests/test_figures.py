@@ -75,12 +75,6 @@ def cell_texts(texts):
     return [[t.get_text() for t in row] for row in texts]
 
 
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
-
-
 # --- heatmap ----------------------------------------------------------------------------
 
 

@@ -39,12 +39,6 @@ def runs():
             (("short", SHORT_SENTENCE), ("default", SENTENCE), ("long", LONG_SENTENCE))}
 
 
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
-
-
 def _random_attentions(layers, heads, n, seed=0):
     x = np.random.default_rng(seed).random((layers, heads, n, n))
     return x / x.sum(axis=-1, keepdims=True)
