@@ -6,7 +6,7 @@
 #                    (your copy is kept, renamed NAME.mine-DATE.ipynb)
 #   make check       the fast loop for contributors: make lint, then the unit, property and
 #                    doctests and the exercises' checks (no explorers, browser, Binder, classroom,
-#                    static edition or notebook passes)
+#                    static edition, notebook passes or other notebooks run in a kernel)
 #   make test-explorers  the explorers' tests alone: each built, driven, its frames read
 #   make test        make lint, then the whole test suite in one pytest session: unit,
 #                    doctests, browser, Binder, classroom, and every notebook via nbval with
@@ -47,7 +47,8 @@
 #   make clean       remove caches and build files (make distclean also removes .venv)
 #
 # Variables: ARGS (extra pytest options: make test ARGS="-k softmax"), JOBS (pytest-xdist
-# workers, default: one more than the cores, at most 4; JOBS=1 runs in one process), CELL_TIMEOUT and
+# workers, default: one more than the cores, at most 4, and for make check one per core;
+# JOBS=1 runs in one process), CELL_TIMEOUT and
 # EXEC_TIMEOUT (seconds per notebook cell), AVX512_PASS (auto: the AVX-512-off notebook pass only
 # on a CPU that runs numpy's AVX-512 kernels; yes; no), HOST and PORT (JupyterLab), PYTHON (the
 # interpreter that creates .venv).
@@ -179,6 +180,12 @@ lint: setup
 CORES := $(shell nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)
 JOBS ?= $(shell echo $$(( $(CORES) + 1 < 4 ? $(CORES) + 1 : 4 )))
 XDIST := $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadfile)
+# make check waits on no other process: one worker per core (at most 4), unless JOBS is given.
+# On a quiet 2-core machine it took 87-97 s with 2 workers, 101-104 s with 3, back to back
+# (3 December 2026, evening): a third worker only adds its own start-up and collection.
+CHECK_JOBS := $(if $(filter command line environment,$(origin JOBS)),$(JOBS),$(shell \
+  echo $$(( $(CORES) < 4 ? $(CORES) : 4 ))))
+CHECK_XDIST := $(if $(filter 1,$(CHECK_JOBS)),,-n $(CHECK_JOBS) --dist loadfile)
 # numpy's AVX-512 dispatch targets (tools/cpu_dispatch.py lists the same): switched off, numpy
 # runs the kernels of a CPU without AVX-512. Never touch OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE.
 NO_AVX512 := X86_V4 AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR
@@ -199,7 +206,7 @@ CHECK_SKIP := browser static_html binder classroom learner_copy scaling_table \
   pretrained_crosscheck llm_crosscheck
 
 check: lint
-	$(PYTEST) $(XDIST) -m "not slow and not explorer" attn_core tests \
+	$(PYTEST) $(CHECK_XDIST) -m "not slow and not explorer" attn_core tests \
 	  $(CHECK_SKIP:%=--ignore=tests/test_%.py) $(ARGS)
 
 test-explorers: setup

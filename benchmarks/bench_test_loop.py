@@ -136,7 +136,8 @@ def _cell(r):
 
 
 def table(results):
-    lines = [f"| command | default JOBS ({default_jobs()}) | JOBS=1 (one process) | default JOBS "
+    workers = ", ".join(f"make {target}: {default_jobs(target)}" for target in results)
+    lines = [f"| command | default JOBS ({workers}) | JOBS=1 (one process) | default JOBS "
              "beside two busy processes | busy / quiet |", "| --- | --- | --- | --- | --- |"]
     for target, by_jobs in results.items():
         quiet, one, loaded = (by_jobs.get(key) for key, _, _ in RUNS)
@@ -153,9 +154,10 @@ def table(results):
     return lines
 
 
-def default_jobs():
-    """The Makefile's JOBS here, read from the command make check would run (one rule)."""
-    dry = subprocess.run(["make", "-n", "check"], cwd=ROOT, capture_output=True, text=True)
+def default_jobs(target):
+    """The workers ``make TARGET`` runs here by default, read from the command it would run
+    (the Makefile's rule: make test one more than the cores, make check one per core)."""
+    dry = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True)
     found = re.search(r"pytest -n (\d+) ", dry.stdout)
     return int(found[1]) if found else 1
 

@@ -49,6 +49,7 @@ def executed(tmp_path_factory):
     return nb
 
 
+@pytest.mark.slow  # runs a notebook in a Jupyter kernel: make test's, not make check's
 def test_a_figure_shown_by_a_kernel_carries_its_alt_text(executed):
     outputs = [o for o in executed.cells[1].outputs if "image/png" in o.get("data", {})]
     assert len(outputs) == 1, executed.cells[1].outputs
@@ -57,6 +58,7 @@ def test_a_figure_shown_by_a_kernel_carries_its_alt_text(executed):
     assert meta["needs_background"] == "light"  # a light panel in JupyterLab's dark theme
 
 
+@pytest.mark.slow  # runs a notebook in a Jupyter kernel: make test's, not make check's
 def test_the_static_pages_img_has_the_alt_text(executed):
     sys.path.insert(0, str(ROOT / "tools"))
     try:

@@ -94,6 +94,7 @@ def test_every_exercise_becomes_an_answer_and_a_graded_test(path, whole):
             ast.parse(cell.source.replace("%matplotlib inline", ""))
 
 
+@pytest.mark.slow  # runs a notebook in a Jupyter kernel: make test's, not make check's
 def test_the_solved_assignment_passes_every_test_in_a_kernel():
     """Run the generated source (solutions in place) as nbgrader's autograder would: every
     graded cell ends without an error and shows the course's "✔ Right." message."""

@@ -150,6 +150,7 @@ def _fake_course(tmp_path, solution, question="**1.** How many cells has an 8 x 
     return solved_for_nbval.solved_copy(path, leaks=leaks)
 
 
+@pytest.mark.slow  # runs a notebook in a Jupyter kernel: make test's, not make check's
 @pytest.mark.parametrize("solution, error", [
     ("answer = 64\ncheck_cells(answer, n=8, h=1)", None),
     ("answer = 65\ncheck_cells(answer, n=8, h=1)", "not right"),
@@ -169,6 +170,7 @@ def test_the_probes_fail_a_wrong_or_unchecked_answer(tmp_path, solution, error):
         assert errors and error in (errors[0]["ename"] + ": " + errors[0]["evalue"]), final
 
 
+@pytest.mark.slow  # runs a notebook in a Jupyter kernel: make test's, not make check's
 def test_the_last_probe_finds_an_answer_shown_above_and_a_copy_with_env_leaves_it_out(tmp_path):
     """The answer (256 cells) printed in the question: the copy without ``--env`` fails on it;
     a copy with ``--env`` (``leaks=False``, what ``build`` makes) checks the verdicts only."""
@@ -204,6 +206,7 @@ def test_static_edition_links_to_solutions_only_when_built(tmp_path):
     assert "(solutions/05-softmax.html)" in "".join(c.source for c in linked.cells)
 
 
+@pytest.mark.slow  # runs a notebook in a Jupyter kernel: make test's, not make check's
 def test_a_copy_with_an_environment_sets_it_before_numpy_and_proves_the_dispatch(tmp_path):
     """``--env``: the copy's first cell sets the variables before numpy loads, so the kernel
     runs as a process started with them (here numpy's AVX2 target, X86_V3, switched off: the
