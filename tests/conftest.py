@@ -202,7 +202,7 @@ def _close_figures():
     whichever test opens the 21st."""
     yield
     pyplot = sys.modules.get("matplotlib.pyplot")
-    if pyplot is not None:
+    if pyplot is not None and pyplot.get_fignums():  # close("all") also runs gc.collect
         pyplot.close("all")
 
 
