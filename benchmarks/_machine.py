@@ -179,3 +179,28 @@ class BusyLoops:
     def describe(self):
         return (f"{self.n} CPU-bound Python processes (busy loops, started and stopped by the "
                 "benchmark) running beside it")
+
+
+def yardstick(notebook, python, runs=3):
+    """The CPU seconds this machine spends on one fixed piece of the test suite's own kind of
+    work: ``notebook`` executed in a fresh Jupyter kernel by nbconvert (start-up, imports,
+    numpy, matplotlib's drawing and PNG encoding), as nbval runs each notebook.
+
+    The fewest CPU seconds (user + system of nbconvert and its kernel) of ``runs`` runs.
+    Suite CPU seconds divided by it give a cost that does not move with the machine's speed
+    (a virtual machine here ran the same code 5-25% slower from one hour to the next), so
+    measurements of different hours, or machines, can be compared.
+    """
+    best = None
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    for _ in range(runs):
+        proc = subprocess.Popen(
+            [python, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute", "--stdout",
+             "--log-level=ERROR", "--ExecutePreprocessor.kernel_name=python3", str(notebook)],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)  # the kernel is reaped by nbconvert: counted
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise RuntimeError(f"the yardstick notebook {notebook} failed to run")
+        cpu = usage.ru_utime + usage.ru_stime
+        best = cpu if best is None else min(best, cpu)
+    return best

@@ -11,7 +11,10 @@ process, and with the default workers while two CPU-bound processes run beside t
 The busy machine: two plain Python busy loops (``_machine.BusyLoops``: started before the
 command, stopped after it, each ending by itself after 3 hours at the latest). Each run also
 records its CPU time (user + system of make and everything it started), which does not grow
-with the machine's load the way wall-clock time does.
+with the machine's load the way wall-clock time does, and the yardstick's before and after it
+(one notebook executed in a fresh kernel, ``_machine.yardstick``): the run's CPU and wall in
+yardsticks do not move with the machine's own speed, which on a virtual machine changes from
+hour to hour (the same code 5-25% slower), and convert to another machine's seconds.
 
 Runs in this checkout's .venv (with the extras CI installs, where present: torch,
 transformers, Playwright, Chromium, the classroom's environment), without CI=true, so the one
@@ -48,6 +51,11 @@ SUMMARY = re.compile(r"=+ (.* in [\d.]+s.*?) =+$")
 #: The runs of each command: (key in the JSON, JOBS or None for the Makefile's default, busy
 #: processes beside it).
 RUNS = (("default", None, 0), ("1", 1, 0), ("loaded", None, 2))
+#: The yardstick (``_machine.yardstick``), measured quiet before and after each run: one notebook
+#: run as nbval runs it, in whose CPU seconds a run's are counted, so that hours and machines
+#: compare.
+YARDSTICK = ROOT / "notebooks" / "05-softmax.ipynb"
+PYTHON = str(ROOT / ".venv" / "bin" / "python")
 LIMIT = 3 * 3600  # seconds: a run that takes longer is stopped (and so are the busy loops)
 
 
@@ -57,6 +65,7 @@ def run(target, jobs, logdir, busy=0):
     cpu_log = log.with_suffix(".cpu.jsonl")  # each test's CPU (tools/pytest_cpu_log.py)
     cpu_log.unlink(missing_ok=True)
     env.update(COURSE_CPU_LOG=str(cpu_log), PYTHONPATH=str(ROOT / "tools"))
+    stick = _machine.yardstick(YARDSTICK, PYTHON)  # quiet, before the busy loops start
     loops = _machine.BusyLoops(busy, seconds=LIMIT) if busy else contextlib.nullcontext()
     with loops, _machine.LoadMeter() as meter, open(log, "w") as f:
         start = time.perf_counter()
@@ -74,7 +83,9 @@ def run(target, jobs, logdir, busy=0):
             "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1), "pytest": summaries,
             "parts": parts(cpu_log),
             "load": meter.summary(),
-            "beside": _machine.BusyLoops(busy).describe() if busy else "nothing started"}
+            "beside": _machine.BusyLoops(busy).describe() if busy else "nothing started",
+            "yardstick": {"notebook": str(YARDSTICK.relative_to(ROOT)), "before": round(stick, 3),
+                          "after": round(_machine.yardstick(YARDSTICK, PYTHON), 3)}}
 
 
 def part_of(nodeid):
@@ -144,6 +155,7 @@ def table(results):
         ratio = f"{loaded['seconds'] / quiet['seconds']:.2f}" if quiet and loaded else "-"
         lines.append(f"| `make {target}` | {_cell(quiet)} | {_cell(one)} | {_cell(loaded)} | "
                      f"{ratio} |")
+    lines += yardstick_lines(results)
     lines += ["", "pytest's summaries and the machine's load during each run:", ""]
     for target, by_jobs in results.items():
         for key, r in by_jobs.items():
@@ -152,6 +164,28 @@ def table(results):
             lines.append(f"- `make {target}`, {jobs}{beside}: "
                          f"{'; '.join(r['pytest']) or '?'}; load: {r['load']}")
     return lines
+
+
+def yardstick_lines(results):
+    """Each run in yardsticks: its CPU and wall seconds over the CPU seconds of the yardstick
+    measured (quiet) just before and after it (runs recorded before it existed are left out)."""
+    lines = []
+    for target, by_jobs in results.items():
+        for key, r in by_jobs.items():
+            stick = r.get("yardstick")
+            if key == "1" or not stick:
+                continue
+            unit = (stick["before"] + stick["after"]) / 2
+            beside = " beside two busy processes" * (key == "loaded")
+            lines.append(f"- `make {target}`{beside}: {r['cpu_seconds'] / unit:.0f} yardsticks "
+                         f"of CPU, {r['seconds'] / unit:.0f} of wall (the yardstick: "
+                         f"{stick['before']:.2f} s of CPU before, {stick['after']:.2f} s after)")
+    if not lines:
+        return []
+    return ["", "In yardsticks (``_machine.yardstick``: `" + YARDSTICK.name + "` executed in a "
+            "fresh kernel by nbconvert, the fewest CPU seconds of 3 runs, measured quiet before "
+            "and after each run): a cost that does not move with the machine's speed; multiply "
+            "by another machine's yardstick for its seconds.", "", *lines]
 
 
 def default_jobs(target):
@@ -176,7 +210,8 @@ def write_results(record):
         "## 7. The test loop (`benchmarks/bench_test_loop.py`)", "",
         f"Measured {record['date']} on commit {record['commit']}, on {record['machine']}, in "
         "the checkout's .venv without CI=true (the fresh Binder environment build is skipped, "
-        "as on a contributor's machine; CI runs it too).", "", *table(record["results"]),
+        "as on a contributor's machine; CI runs it too).", "",
+        *table(record["results"]),
         *parts_table(record["results"])])
 
 
@@ -197,7 +232,7 @@ def main():
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip()
     record = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit,
-              "machine": machine(), "results": results}
+              "machine": machine(),  "results": results}
     keys = {key for key, _, _ in RUNS}
     if TIMINGS.exists():  # keep the last figures of what was not run, if of this machine
         last = json.loads(TIMINGS.read_text())
