@@ -182,7 +182,8 @@ def yardstick_lines(results):
                          f"{stick['before']:.2f} s of CPU before, {stick['after']:.2f} s after)")
     if not lines:
         return []
-    return ["", "In yardsticks (``_machine.yardstick``: `" + YARDSTICK.name + "` executed in a "
+    return ["", "In yardsticks (`benchmarks/_machine.py`'s `yardstick`: `" + YARDSTICK.name
+            + "` executed in a "
             "fresh kernel by nbconvert, the fewest CPU seconds of 3 runs, measured quiet before "
             "and after each run): a cost that does not move with the machine's speed; multiply "
             "by another machine's yardstick for its seconds.", "", *lines]
@@ -210,8 +211,7 @@ def write_results(record):
         "## 7. The test loop (`benchmarks/bench_test_loop.py`)", "",
         f"Measured {record['date']} on commit {record['commit']}, on {record['machine']}, in "
         "the checkout's .venv without CI=true (the fresh Binder environment build is skipped, "
-        "as on a contributor's machine; CI runs it too).", "",
-        *table(record["results"]),
+        "as on a contributor's machine; CI runs it too).", "", *table(record["results"]),
         *parts_table(record["results"])])
 
 
@@ -232,7 +232,7 @@ def main():
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip()
     record = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit,
-              "machine": machine(),  "results": results}
+              "machine": machine(), "results": results}
     keys = {key for key, _, _ in RUNS}
     if TIMINGS.exists():  # keep the last figures of what was not run, if of this machine
         last = json.loads(TIMINGS.read_text())
