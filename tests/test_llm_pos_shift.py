@@ -15,6 +15,7 @@ from test_llm_layers import _rms, _rotate, random_llm
 
 from attn_core.model.llm import LLMConfig, llm_losses
 from attn_core.model.llm_pos_shift import pos_shift_losses
+
 from reference import FAST
 
 

@@ -25,9 +25,8 @@ from ..nn.data import load_corpus
 from .llm import llm_forward, llm_losses
 
 __all__ = ["MEASUREMENTS_PATH", "ablation_losses", "corpus_texts", "first_position_weights",
-           "head_scores", "intervention_losses", "load_measurements", "longest_word", "most_attended",
-           "paired",
-           "random_repeats", "windowed_losses"]
+           "head_scores", "intervention_losses", "load_measurements", "longest_word",
+           "most_attended", "paired", "random_repeats", "windowed_losses"]
 
 
 #: Where tools/measure_llm.py stores its results.
