@@ -12,7 +12,8 @@ thread, seeded:
    other keys), and the same two on two other tokens of each text among positions
    ``CONTENT``: the most attended one, and a content word chosen by a rule that does not
    look at attention (the longest word-initial token of letters,
-   :func:`attn_core.model.llm_measures.longest_word`); the change of loss on the predictions from ``SCORED_FROM`` on, paired over the texts
+   :func:`attn_core.model.llm_measures.longest_word`); the change of loss on the predictions
+   from ``SCORED_FROM`` on, paired over the texts
    (mean and standard error; the per-text losses are stored for medians).
 2. **Xiao et al.'s experiment.** ``LONG_TEXTS`` texts of ``LONG_TOKENS`` tokens: the loss with
    full attention, a sliding window that evicts the first tokens, and the window keeping 1 and
