@@ -274,6 +274,7 @@ def main():
         merge(names)
         return
     names = [sys.argv[sys.argv.index("--part") + 1]] if "--part" in sys.argv else PARTS
+    commit = git_commit()  # read before the work: the tree may change while it runs
     for name in names:
         start, cpu = time.perf_counter(), time.process_time()
 
@@ -282,7 +283,7 @@ def main():
 
         with blas_threads():
             out = run_part(name, log)
-        out["made_by"] = {"commit": git_commit(), "seconds": round(time.perf_counter() - start, 1),
+        out["made_by"] = {"commit": commit, "seconds": round(time.perf_counter() - start, 1),
                           "cpu_seconds": round(time.process_time() - cpu, 1)}
         part_path(name).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
         log(f"wrote {part_path(name)}")
