@@ -32,7 +32,7 @@ Q8_0) re-rounded to Q4_1.
 Run from the repository root: ``python tools/measure_llm.py`` (``--quick``: tiny sizes,
 written to /tmp, to try the script; ``--part sinks|windows|induction`` runs one experiment into
 its own file and ``--merge`` joins them, so the three can run side by side). The CPU time is
-stored in the file: about 8 minutes of CPU here.
+stored in the file: 1,264 s of CPU here (the pos_shift rows 75-85 s each), at load 10-23.
 """
 
 from __future__ import annotations

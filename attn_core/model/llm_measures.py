@@ -9,8 +9,8 @@ by ``tools/measure_llm.py`` and stored in ``attn_core/data/llm-measurements.json
 ``tests/test_llm_measurements.py`` recomputes a slice of them with these same functions.
 
 The texts are slices of ``attn_core/data/corpus.txt`` (Python's documentation, prose only; see
-the data README), each starting at the beginning of a word, so the first token is a different
-word in every text.
+the data README), each starting at the beginning of a word (the 32 sink texts start with 27
+different tokens: a few words, such as "and", begin more than one).
 """
 
 from __future__ import annotations
