@@ -221,9 +221,10 @@ def test_special_tokens_typed_in_the_question_box_stay_text(ex):
 
     from attn_core.model.llm_tokenizer import llm_tokenizer
 
+    errors = len(ex.errors)  # the module's explorer may carry an earlier test's error
     ex.controls["question"].value = TYPED
     try:
-        assert ex.errors == [] or "surrogate" not in ex.errors[-1]
+        assert len(ex.errors) == errors
         assert turns(ex.reply.prompt_ids, llm_tokenizer()) == (3, 1)
     finally:
         ex.controls["question"].value = lx.DEFAULT_QUESTION
