@@ -70,8 +70,9 @@ printed number of another quantity), comparisons in words without a number ("lar
 and universal claims without a bound or a vague word ("every head does X"). A reviewer reads
 those; the check makes every number traceable.
 
-Run ``python tests/prose_numbers.py notebooks/17-a-real-llm.ipynb [docs/teaching.md]``: one
-line per unmatched number (notebook, cell index, the number, why, the sentence).
+Run ``python tests/prose_numbers.py [--exemptions FILE] notebooks/17-a-real-llm.ipynb
+[docs/teaching.md]``: one line per unmatched number (notebook, cell index, the number, why) and
+the sentence under it; exit status 1 if there is any.
 """
 
 from __future__ import annotations
@@ -784,9 +785,18 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.split("\n\n")[0])
-        print("usage: python tests/prose_numbers.py notebooks/NN-*.ipynb ... [docs/teaching.md]")
+        print("usage: python tests/prose_numbers.py [--exemptions FILE] notebooks/NN-*.ipynb ... "
+              "[docs/teaching.md]\n(exemptions: FILE, else ./tests/prose_exemptions.toml, else "
+              "the one beside this module)")
         return 0 if argv else 2
-    problems = check_paths(argv)
+    exemptions = None
+    if "--exemptions" in argv:
+        i = argv.index("--exemptions")
+        exemptions = load_exemptions(argv[i + 1])
+        argv = argv[:i] + argv[i + 2:]
+    elif Path("tests/prose_exemptions.toml").exists():  # the working copy's own list
+        exemptions = load_exemptions("tests/prose_exemptions.toml")
+    problems = check_paths(argv, exemptions)
     for p in problems:
         print(p)
     print(f"{len(problems)} unmatched number(s) in {len(argv)} file(s)")

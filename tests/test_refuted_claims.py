@@ -82,11 +82,19 @@ def _text(path):
         return ""
 
 
+@functools.cache
+def _lower(path):
+    return _text(path).lower()
+
+
 def occurrences(phrase, files):
     pattern = phrase_pattern(phrase)
+    longest = max(phrase.lower().split(), key=len)
     found = []
     for name, path in files:
         text = _text(path)
+        if longest not in _lower(path):
+            continue
         for m in pattern.finditer(text):
             found.append(f"{name}:{text[:m.start()].count(chr(10)) + 1}")
     return found
