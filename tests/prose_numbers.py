@@ -36,9 +36,10 @@ Reading a sentence (the rules ``tests/test_prose_numbers.py`` tests)
 * A bound ("at least 0.5", "more than 100", "below 0.1", "0.5 or more") matches its number
   printed, or a printed value on the right side of it within a factor of two.
 * Signs are not compared ("a loss 0.3 lower" reads a printed -0.3).
-* A plain whole number (no "about", no unit, no ratio) that is a literal in a code cell of the
-  notebook ("a sequence of 4 tokens" beside ``n = 4``) is an input the reader sees set: it
-  passes. Decimal numbers, percentages, ratios and approximations must be printed.
+* A plain number (no "about", no unit, no ratio) that is a literal in a code cell of the
+  notebook ("a sequence of 4 tokens" beside ``n = 4``, "at most 0.005 apart" beside
+  ``gap <= 0.005``) is an input or a threshold the reader sees set: it passes. Percentages,
+  ratios, times, sizes and approximations must be printed.
 * **Vague quantifiers** that stand for a measured value ("a few percent", "nearly all",
   "almost all", "most of the", "the majority", "the bulk", "a handful") and **universal claims
   over measured sets** (a bound with "every", "all", "each", "always", "never", "no" or "from
@@ -62,7 +63,8 @@ What is not a claim (skipped)
   notebook); a year in a citation (1900-2099 after "(", "et al.", "&", a capitalised name, or
   before ")"); an arXiv id; a number that is part of a name (letters before it in the same word:
   GPT-2, Q4_1, float16, x86-64-v2, SmolLM2-135M, all-MiniLM-L6-v2, L4H2; or letters after it
-  that are not a unit: 3D); a package version ("Python 3.11", "numpy 2.1"); list numbering; a
+  that are not a unit: 3D; a model's size written as in its name: 7B, 135M); a package version
+  ("Python 3.11", "numpy 2.1"); list numbering; a
   heading's leading number; the generated navigation lines and course map (tools/nav.py).
 
 What the check cannot see: whether a matched number is the right one (a sentence may quote a
@@ -128,7 +130,8 @@ BOUND_AFTER = re.compile(r"^\s*(?:or more|or less|or fewer|or above|or below|or 
 UNIVERSAL = re.compile(r"\b(?:every|all|each|always|never|no)\b|\bfrom the \w+(?: \w+)? on\b",
                        re.IGNORECASE)
 VAGUE = re.compile(r"\b(?:a few percent|a few per ?cent|nearly all|almost all|virtually all"
-                   r"|nearly every|almost every|almost none|hardly any|most of (?:the|its|their)"
+                   r"|nearly every|almost every|almost none|hardly any"
+                   r"|most of (?:the|its|their|it|them)"
                    r"|the majority|the bulk|a handful"
                    r"|a different \w+ (?:in|for|at) (?:every|each))\b", re.IGNORECASE)
 UNIT_AFTER = re.compile(
@@ -163,7 +166,7 @@ URL = re.compile(r"https?://\S+|\b[\w.-]+\.(?:pub|org|com|io|net|ai|dev)/\S*")
 MATH = re.compile(r"\$\$.*?\$\$|(?<!\\)\$(?!\s)[^$\n]+?(?<![\s\\])\$", re.DOTALL)
 MATH_RESULT_BEFORE = re.compile(r"(?:=|\\approx|\\simeq|\\to|\\rightarrow|<|>|\\le|\\ge|\\leq"
                                 r"|\\geq|\\sim)\s*[-−+]?\s*$")
-MATH_OPERATOR_AFTER = re.compile(r"^\s*(?:[-+*/^_{(\\]|\\cdot|\\times)")
+MATH_OPERATOR_AFTER = re.compile(r"^\s*(?:[-+*/^_{(\\A-Za-z]|\\cdot|\\times)")
 SENTENCE_END = re.compile(r"(?<=[.!?:])\s+(?=[A-Z*(\[`$\"])|\n\s*\n|\n\s*[-*]\s|\n#")
 
 
@@ -180,6 +183,7 @@ class Claim:
     approx: bool = False
     bound: bool = False
     whole_literal: bool = False  # a plain whole number (may be an input set in code)
+    alt: list = field(default_factory=list)  # other (value, tol) readings ("32k": 32,768)
 
 
 @dataclass
@@ -263,8 +267,8 @@ def _is_structural(text, start, end, token, line_start):
     nm = NAME_BEFORE.search(text[max(0, line_start, start - 30):start])
     if nm and nm.group(1) not in NOT_NAMES and not re.match(r"\s*(?:%|x\b|×|times)", after):
         return "part of a name"
-    if re.match(r"[BM]\b", after) and re.search(r"[A-Z]\w*\s+\d+(?:\.\d+)?\s*$", before):
-        return "part of a name"  # a model's size after its name: "Llama 2 7B"
+    if re.match(r"[BM]\b", after):
+        return "part of a name"  # a model's size, written as in its name: "7B", "135M"
     if re.match(r"(?:st|nd|rd|th)\b", after):
         return "an ordinal"
     if re.match(r"[ -](?:decimals?|digits?|significant|decimal places)\b", after):
@@ -283,6 +287,10 @@ def _is_structural(text, start, end, token, line_start):
     # a notebook's number: 01 .. 18, 08b (written with its leading zero) or a link to one
     if re.fullmatch(r"\d\d", token) and (token.startswith("0") or re.match(r"b?\s*\]\(", after)
                                          or re.match(r"\s*·", after)):
+        return "a notebook's number"
+    if re.fullmatch(r"\d\d", token) and int(token) <= 19 and (
+            re.search(r"\(\s*$", before) and re.match(r"b?\s*\)", after)
+            or re.match(r"b?'s\b", after)):
         return "a notebook's number"
     if re.match(r"[\w\- ·]*\]\(\s*\d\d", after) or re.search(r"\[\s*$", before):
         return "a notebook's number"
@@ -324,6 +332,8 @@ def _unit_claim(claim, after):
         claim.kind = "bytes" if "b" in u and u not in ("ms", "µs") else "time"
     elif m.group("mult"):
         f = {"k": 1e3, "m": 1e6, "b": 1e9}[m.group("mult").lower()]
+        if f == 1e3:  # "32k tokens": 32,000 or 32,768
+            claim.alt.append((claim.value * 1024, claim.tol * 1024))
         claim.value *= f
         claim.tol *= f
     claim.whole_literal = False
@@ -367,7 +377,7 @@ def number_claims(text, maths=()):
             if value in (0.0, 1.0) and d == 0:
                 continue  # the limits of a weight or a probability: "at most 1", "> 0"
             claim.bound = True
-            claim.whole_literal = False
+            claim.whole_literal = d == 0 and "e" not in token.lower() and not claim.approx
         sm = re.match(r"\s+(hundred|thousand|million|billion)\b", text[e:e + 12])
         if sm:
             f = SCALES[sm.group(1).lower()]
@@ -630,13 +640,17 @@ def matches(claim, printed):
             elif kind == "number" and _near(v, t, pv, pt):
                 return True
             continue
-        if kind != "percent" and _near(v, t, pv, pt):
+        if kind != "percent" and any(_near(a, b, pv, pt) for a, b in [(v, t), *claim.alt]):
             return True
     if claim.bound:
         for pv, _, kind, _ in printed.values:
             if kind in ("number", claim.kind) and pv != 0 and v / 2 <= pv <= 2 * v:
                 return True
-    if claim.whole_literal and claim.kind == "number" and v in printed.literals:
+    if claim.whole_literal and claim.kind == "number" and (v in printed.literals or any(
+            a in printed.literals for a, _ in claim.alt)):
+        return True
+    if claim.kind == "number" and not claim.approx and v in printed.literals and "e" not in \
+            claim.text.lower():
         return True
     return False
 
@@ -721,6 +735,28 @@ def _cells(nb_path):
     return json.loads(Path(nb_path).read_text(encoding="utf-8"))["cells"]
 
 
+SKIPPED_SECTION = re.compile(r"exercises?\b|references\b|quiz\b|further reading", re.IGNORECASE)
+HEADING = re.compile(r"^(#{1,3})\s+(.*)$", re.MULTILINE)
+
+
+def without_skipped_sections(raw, section):
+    """``raw`` with the parts under an Exercises, quiz or References heading blanked (their
+    numbers are an exercise's data or a citation's), given the ``section`` (level-1/2 heading
+    text) in force where the cell starts; returns (text, section in force at its end)."""
+    out = []
+    pos = 0
+    for m in HEADING.finditer(raw):
+        if len(m.group(1)) > 2:
+            continue
+        out.append((raw[pos:m.start()], section))
+        section = m.group(2)
+        pos = m.start()
+    out.append((raw[pos:], section))
+    text = "".join(re.sub(r"[^\n]", " ", part) if sec and SKIPPED_SECTION.search(
+        re.sub(r"^[^A-Za-z]*", "", sec)) else part for part, sec in out)
+    return text, section
+
+
 def check_notebook(nb_path, exemptions=None):
     """Every unmatched number in the markdown cells of the notebook at ``nb_path``."""
     nb_path = Path(nb_path)
@@ -729,12 +765,14 @@ def check_notebook(nb_path, exemptions=None):
     printed = printed_values(cells)
     entries = exemptions.get(nb_path.stem, [])
     problems = []
+    section = ""
     for i, cell in enumerate(cells):
         if cell["cell_type"] != "markdown":
             continue
         if GENERATED_TAGS & set(cell.get("metadata", {}).get("tags", [])):
             continue
-        problems += check_text("".join(cell["source"]), printed, entries, nb_path.stem, i)
+        raw, section = without_skipped_sections("".join(cell["source"]), section)
+        problems += check_text(raw, printed, entries, nb_path.stem, i)
     return problems
 
 
