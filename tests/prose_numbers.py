@@ -24,8 +24,8 @@ Reading a sentence (the rules ``tests/test_prose_numbers.py`` tests)
 * Units convert: a time in minutes or hours is also compared in seconds (and ms with s), so
   "about 2.7 minutes" matches 160.7 s; "9%" matches 0.0912 (and 9.12%); "4 MB" matches 4.0 (MB)
   or 4,000,000 or 4,194,304 (bytes, to the same relative precision); "135M" is 135,000,000.
-* Ratios ("128 times less", "10x", "twice", "half", "a sixteenth") match a printed ratio or
-  its reciprocal: "a sixteenth of the bytes" matches 16 or 0.0625, not a printed 14.22.
+* Ratios ("100 times less", "10x", "twice", "half", "a sixteenth") match a printed ratio or
+  its reciprocal: "a sixteenth of the size" matches 16 or 0.0625, not a printed 14.22.
 * Number words are numbers: two to twenty, thirty to ninety, hundred, thousand, million,
   billion, dozen; "twice as", "twice the", "double(s/d)" (a ratio of 2; "run it twice" is an
   instruction and is not read); "half"/"halve(s/d)" (0.5, written with one
@@ -41,10 +41,10 @@ Reading a sentence (the rules ``tests/test_prose_numbers.py`` tests)
   ``gap <= 0.005``) is an input or a threshold the reader sees set: it passes. Percentages,
   ratios, times, sizes and approximations must be printed.
 * **Vague quantifiers** that stand for a measured value ("a few percent", "nearly all",
-  "almost all", "most of the", "the majority", "the bulk", "a handful") and **universal claims
-  over measured sets** (a bound with "every", "all", "each", "always", "never", "no" or "from
-  the ... on" in the same sentence: "a third or more ... from the fourth layer on"; "a
-  different word in every text") cannot be matched to one printed value: they fail unless the
+  "almost all", "most of the/its/their/it/them", "the majority", "the bulk", "a handful") and
+  **universal claims over measured sets** (a bound with "every", "all", "each", "always",
+  "never", "no" or "from the ... on" near it: "a third or more ... from the fourth layer on"; "a
+  different X in every Y") cannot be matched to one printed value: they fail unless the
   sentence is rendered by the code cell that computes it (a ``text/markdown`` output, which this
   check does not read as prose) or the phrase is exempted with the printed number it stands for.
 
