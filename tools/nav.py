@@ -73,7 +73,7 @@ COURSE = [
     ("14-a-tiny-gpt.ipynb", "A tiny GPT",
      "The whole transformer from the course's parts, trained in numpy, sampled, looked into."),
     ("15-induction-heads.ipynb", "Induction heads",
-     "Two heads that divide a job, grown from scratch in a two-layer model, tested by ablation."),
+     "Induction heads grown from scratch in small attention-only models, tested by ablation."),
     ("16-todays-attention.ipynb", "Attention in today's models",
      "Grouped-query heads, a rolling sliding-window cache, attention sinks, measured."),
     ("17-a-real-llm.ipynb", "A real LLM",
