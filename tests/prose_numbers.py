@@ -5,7 +5,11 @@ the notebooks", against the notebook it is about) and reports each number that i
 
 1. **printed** by a code cell of the same notebook (stream, ``text/plain``, ``text/markdown`` or
    ``text/html`` output; figures' ``<Figure size ...>`` reprs are not output), at the precision
-   the sentence writes it (rules below);
+   the sentence writes it (rules below). A measured number (a decimal, ratio, fraction,
+   percentage, time, size, approximation or bound) must be printed by a cell the sentence can
+   read: one above it, or one right after it before the next markdown cell (a sentence that
+   introduces the output below). A count (a plain whole number or number word) may be printed
+   anywhere in the notebook;
 2. **cited**: a phrase listed for that notebook in ``tests/prose_exemptions.toml`` with what it
    is and its source (an entry may also say which printed number a vague phrase stands for:
    ``printed``, which must then be printed);
@@ -673,8 +677,18 @@ def _phrase_spans(raw, phrase):
 
 # --- the check ---------------------------------------------------------------------------------
 
+def is_count(claim):
+    """A plain whole number or number word ("4 heads", "three roles"): matched against the whole
+    notebook; every other claim (decimals, ratios, fractions, percentages, times, sizes,
+    approximations, bounds) against the cells the sentence can read (:func:`cells_read_by`)."""
+    return (claim.kind == "number" and not claim.approx and not claim.bound
+            and float(claim.value).is_integer() and claim.tol >= 0.5)
+
+
 def check_text(raw, printed, exemptions, where, cell):
-    """Problems in one piece of markdown ``raw`` against ``printed``."""
+    """Problems in one piece of markdown ``raw`` against ``printed`` (a :class:`Printed`, or a
+    pair: what the sentence can read, and the whole notebook for counts)."""
+    near_printed, whole = printed if isinstance(printed, tuple) else (printed, printed)
     text, maths = readable(raw)
     exempt = []
     problems = []
@@ -683,7 +697,7 @@ def check_text(raw, printed, exemptions, where, cell):
         if spans and "printed" in entry:
             claim_text = entry["printed"]
             inner = number_claims(claim_text)
-            if not inner or not all(matches(c, printed) for c in inner):
+            if not inner or not all(matches(c, whole) for c in inner):
                 problems.append(Problem(where, cell, claim_text,
                                         f"the exemption of {entry['phrase']!r} says it stands "
                                         f"for a printed {claim_text}, which nothing prints",
@@ -704,8 +718,9 @@ def check_text(raw, printed, exemptions, where, cell):
                                     "list cannot show it; render the sentence from the values "
                                     "or exempt it with the printed extreme", sentence))
             continue
-        if not matches(claim, printed):
-            problems.append(Problem(where, cell, claim.text, _why(claim, printed), sentence))
+        source = whole if is_count(claim) else near_printed
+        if not matches(claim, source):
+            problems.append(Problem(where, cell, claim.text, _why(claim, source), sentence))
     for m in VAGUE.finditer(text):
         if exempted(*m.span()):
             continue
@@ -757,12 +772,23 @@ def without_skipped_sections(raw, section):
     return text, section
 
 
+def cells_read_by(cells, i):
+    """The code cells markdown cell ``i`` may read: every one above it, and the ones right
+    after it, up to the next markdown cell (a sentence that introduces the output below)."""
+    after = []
+    for cell in cells[i + 1:]:
+        if cell["cell_type"] == "markdown":
+            break
+        after.append(cell)
+    return cells[:i] + after
+
+
 def check_notebook(nb_path, exemptions=None):
     """Every unmatched number in the markdown cells of the notebook at ``nb_path``."""
     nb_path = Path(nb_path)
     exemptions = load_exemptions() if exemptions is None else exemptions
     cells = _cells(nb_path)
-    printed = printed_values(cells)
+    everything = printed_values(cells)
     entries = exemptions.get(nb_path.stem, [])
     problems = []
     section = ""
@@ -772,7 +798,8 @@ def check_notebook(nb_path, exemptions=None):
         if GENERATED_TAGS & set(cell.get("metadata", {}).get("tags", [])):
             continue
         raw, section = without_skipped_sections("".join(cell["source"]), section)
-        problems += check_text(raw, printed, entries, nb_path.stem, i)
+        problems += check_text(raw, (printed_values(cells_read_by(cells, i)), everything),
+                               entries, nb_path.stem, i)
     return problems
 
 

@@ -179,6 +179,8 @@ PLANTED = {
         "Q4_1 re-rounding of the embedding: 0.085 of its norm lost\n\n"
         "stored: whole table 0.090; loss on 512 tokens of text 3.144 -> 3.192 nats a token",
         "Rounding loses about 9% of the table's norm."),
+    # the row the sentence reads; the same output's "[CLS], in every head  0.50" row would match
+    # "half" (the check cannot tell which row a sentence means)
     "16: the half of the weight printed as 0.68": (
         "masking moves the half of the weight [CLS] held onto other pieces",
         "key                        weight it holds  change, masked  change, value zeroed\n"
@@ -206,6 +208,35 @@ def test_each_defect_of_the_review_fails_and_its_correction_passes(name):
     wrong, output, right = PLANTED[name]
     assert fails(wrong, output), f"the check let through: {wrong!r}"
     assert passes(right, output)
+
+
+def markdown(text):
+    return {"cell_type": "markdown", "metadata": {}, "source": text}
+
+
+def notebook(tmp_path, cells):
+    path = tmp_path / "99-planted.ipynb"
+    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4,
+                                "nbformat_minor": 5}))
+    return path
+
+
+def test_a_measured_number_is_read_above_the_sentence_or_right_after_it(tmp_path):
+    """18's "about 128 times less" read a 128.0x that a later section prints for another
+    quantity: a sentence reads the cells above it and the ones right after it (up to the next
+    markdown cell); counts ("32 layers") may come from anywhere in the notebook."""
+    ratio = "  32768       17763.98 GFLOP         69.52 GFLOP   255.5\n"
+    header = "      n   softmax attention   linear attention   ratio\n"
+    later = [markdown("## Caches"), code("multi-query, 1 kv head   30.0 KiB   128.0x\n"
+                                         "layers: 32")]
+    wrong = "At 32,768 tokens the linear form does about 128 times less arithmetic."
+    path = notebook(tmp_path, [code(header + ratio), markdown(wrong), *later])
+    assert [p.number for p in check_notebook(path, {})] == ["128"]
+    path = notebook(tmp_path, [markdown(wrong), code(header + ratio), *later])
+    assert [p.number for p in check_notebook(path, {})] == ["128"]
+    right = "At 32,768 tokens the linear form does about 256 times less arithmetic in 32 layers."
+    path = notebook(tmp_path, [markdown(right), code(header + ratio), *later])
+    assert check_notebook(path, {}) == []
 
 
 def test_a_notebook_with_a_planted_defect_fails(tmp_path):
