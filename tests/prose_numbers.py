@@ -543,6 +543,10 @@ def _printed_in(text, values):
                 if hm:
                     kind, unit = _unit_kind(hm.group("u"))
             values.append((v, tol, kind, unit))
+            sm = re.match(r"([kKMB])(?![A-Za-z])", line[m.end():m.end() + 2])
+            if sm:  # "128K tokens": 128,000 or 131,072; "135M": 135,000,000
+                for f in {"k": (1e3, 1024), "m": (1e6,), "b": (1e9,)}[sm.group(1).lower()]:
+                    values.append((v * f, tol * f, kind, unit))
             last = m.end()
         if not row:
             header = line

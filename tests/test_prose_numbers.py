@@ -104,6 +104,12 @@ def test_fraction_words():
     assert fails("about two and a half minutes", "CPU: 138.6 s")
 
 
+def test_thousands_written_with_k():
+    assert passes("at the model's 128K context", "at 128K tokens: 8.4 GiB")
+    assert passes("at 32k tokens", "n = 32768")
+    assert fails("at 64k tokens", "n = 32768")
+
+
 def test_number_words_count():
     assert passes("three heads look back", "heads looking back: 3")
     assert fails("four heads look back", "heads looking back: 3")
