@@ -38,7 +38,7 @@ RUNS_PATH = DATA / "induction-snapshots.npz"
 TRACE_PATH = DATA / "induction-trace.json"
 
 #: The task: training sequences of ``n_ctx + 1`` tokens with a segment of 6..14 tokens
-#: repeated after a gap of 0..4 (the copy's distance varies, so no position gives it away);
+#: repeated after a gap of 0..4 (the copy's distance varies);
 #: evaluation on the classic layout, ``eval_segment`` random tokens then the same again.
 TASK = dict(vocab_size=30, n_ctx=32, segment=(6, 14), gap=(0, 4), eval_segment=14,
             eval_batch=64, eval_seed=1000)
