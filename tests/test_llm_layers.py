@@ -387,3 +387,29 @@ def test_llm_forward_errors_are_clear(call, error, match):
     config = LLMConfig(7, 16, 8, 4, 2, 2, 3, 100.0)
     params = random_llm(config, 0)
     assert_clear_error(lambda: call(params, config), error, match)
+
+
+@pytest.mark.parametrize("name, value", [("h1.mlp.w_up", np.nan), ("h0.attn.w_k", np.inf),
+                                         ("ln_f.g", -np.inf)])
+def test_a_weight_that_is_not_finite_is_named_not_reported_as_an_overflow(name, value):
+    """A NaN weight was reported as the logits "overflowed to inf or NaN ... although its
+    inputs are finite": the weight is named, by llm_forward, llm_losses and llm_generate."""
+    from attn_core.model.llm_generate import llm_generate
+
+    config = LLMConfig(7, 16, 8, 4, 2, 2, 3, 100.0)
+    params = random_llm(config, 0)
+    params[name] = params[name].copy()
+    params[name].flat[1] = value
+    pattern = (r"params\[" + repr(name).replace(".", r"\.") + r"\] must hold finite values, "
+               r"got " + str(value).replace("-", "-?"))
+    for call in (lambda: llm_forward(params, config, [1, 2, 3]),
+                 lambda: llm_losses(params, config, [1, 2, 3]),
+                 lambda: llm_generate([1, 2, 3], 2, greedy=True, model=(params, config))):
+        assert_clear_error(call, ValueError, pattern)
+    assert "overflowed" not in _message(lambda: llm_forward(params, config, [1, 2, 3]))
+
+
+def _message(call):
+    with pytest.raises(ValueError) as info:
+        call()
+    return str(info.value)
