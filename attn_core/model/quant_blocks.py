@@ -110,6 +110,8 @@ def quantize_q4_1(w):
     rounded to float16, as the file stores them.
 
     w : (..., k) float ndarray with k a multiple of 32. Returns the same shape, float32.
+    A NaN or inf weight, or a block whose ``d`` or ``m`` is beyond float16's range (the
+    file could not store it), is a ValueError.
     """
     w, blocks = _blocks(w)
     lo, hi = blocks.min(axis=-1, keepdims=True), blocks.max(axis=-1, keepdims=True)
@@ -128,6 +130,7 @@ def quantize_q8_0(w):
     then rounded to float16, as the file stores it.
 
     w : (..., k) float ndarray with k a multiple of 32. Returns the same shape, float32.
+    A NaN or inf weight, or a block whose ``d`` is beyond float16's range, is a ValueError.
     """
     w, blocks = _blocks(w)
     d = np.abs(blocks).max(axis=-1, keepdims=True) / np.float32(127)  # (n_blocks, 1)
