@@ -18,7 +18,7 @@ the work of the empty blocks skipped.
 
 import numpy as np
 
-from ._validate import as_float_array, batch_shape, check_bool, check_positive_int
+from ._validate import as_float_array, batch_shape, check_bool, check_positive_int, check_seed
 from .attention import attention
 from .masks import causal_mask, receptive_field
 
@@ -159,7 +159,7 @@ def bigbird_mask(n, block, n_random=1, n_global=1, seed=0):
         generator). Default 1.
     n_global : int, optional
         The first ``n_global`` blocks see and are seen by every block. Default 1.
-    seed : int, optional
+    seed : int >= 0, optional
 
     Returns
     -------
@@ -181,7 +181,7 @@ def bigbird_mask(n, block, n_random=1, n_global=1, seed=0):
     n_global = check_positive_int(n_global, "n_global", minimum=0)
     nb = -(-n // block)  # blocks, the last possibly short
     layout = local_global_mask(nb, 1, n_global=min(n_global, nb))
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     for i in range(nb):
         free = np.flatnonzero(~layout[i])
         if len(free) and n_random:

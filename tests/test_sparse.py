@@ -132,6 +132,10 @@ def test_bad_input_is_named():
                            ValueError, "bool")
     ref.assert_clear_error(lambda: fixed_mask(8, 2, n_summary=3), ValueError, "n_summary")
     ref.assert_clear_error(lambda: strided_mask(8, 0), ValueError, "stride")
+    ref.assert_clear_error(lambda: bigbird_mask(8, 2, seed="x"), TypeError,
+                           r"^seed must be an int >= 0, got str 'x'")
+    ref.assert_clear_error(lambda: bigbird_mask(8, 2, seed=-1), ValueError,
+                           r"^seed must be an int >= 0, got -1")
     ref.assert_clear_error(lambda: layers_to_connect(np.zeros((3, 3), bool)), ValueError,
                            "itself")
 
