@@ -47,7 +47,7 @@ def main(argv=None):
     ap.add_argument("--out", type=Path, default=REPEATS_PATH)
     args = ap.parse_args(argv)
     commit = git_commit()
-    if args.out == REPEATS_PATH and commit.endswith("+dirty"):
+    if args.out.resolve() == REPEATS_PATH and commit.endswith("+dirty"):
         sys.exit(f"refusing to write {REPEATS_PATH} from {commit}: commit first (or pass --out)")
     wall, cpu = time.perf_counter(), time.process_time()
     model = load_model()

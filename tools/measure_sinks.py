@@ -72,7 +72,7 @@ def main(argv=None):
     ap.add_argument("--limit", type=int, default=None, help="only the first windows (a try)")
     args = ap.parse_args(argv)
     commit = git_commit()
-    if args.out == SINKS_PATH and (commit.endswith("+dirty") or args.limit):
+    if args.out.resolve() == SINKS_PATH and (commit.endswith("+dirty") or args.limit):
         sys.exit(f"refusing to write {SINKS_PATH} from {commit}"
                  f"{' with --limit' if args.limit else ''}: commit first (or pass --out)")
     wall, cpu = time.perf_counter(), time.process_time()
