@@ -1034,6 +1034,7 @@ OTHER_FEEDBACK = [
     ("09 ex 3, wrong shape", lambda: _running(np.zeros(3))),
     ("05 ex 2, not numbers", lambda: checks.check_temperature_weights("abc")),
     ("10 Q1, not an option", lambda: checks.check_quiz_scaling("e")),
+    ("16 ex 3, wrong shape", lambda: today16.check_repeat_kv(lambda k, groups: k[:, None])),
 ]
 
 
@@ -1078,6 +1079,22 @@ def test_no_hint_contains_code_or_a_formula():
     coded = [(where, c, message) for where, message in all_feedback()
              if not message.startswith("✔") and (c := code_or_formula(_the_hints(message)))]
     assert not coded, "\n".join(f"{w}: {c!r} in {msg}" for w, c, msg in coded)
+
+
+def test_every_shape_rule_is_words():
+    """A code exercise's shape message (``judge(..., shape_rule=...)``) reaches the learner only
+    when a result has the wrong shape, which no entry of the table may trigger: every
+    ``shape_rule`` written in attn_core/checks is held to the rule here, as written (issue 45:
+    16 ex 3's "n_kv * groups heads of (n, d)")."""
+    from attn_core.checks._base import code_or_formula
+
+    rules = [(path.name, ast.literal_eval(node.value))
+             for path in sorted((ROOT / "attn_core" / "checks").glob("*.py"))
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.keyword) and node.arg == "shape_rule"]
+    assert len(rules) >= 16 and any(name == "todays_attention.py" for name, _ in rules)
+    coded = [(name, rule, c) for name, rule in rules if (c := code_or_formula(rule))]
+    assert not coded, coded
 
 
 def test_feedback_text_has_no_typos():

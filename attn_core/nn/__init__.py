@@ -81,6 +81,7 @@ from .induction_run import (
     ablation_losses,
     ablation_measures,
     copy_losses,
+    copy_target_weight,
     distance_batches,
     distance_layout,
     eval_batches,
@@ -99,7 +100,18 @@ from .loss import cross_entropy, log_softmax, next_token_losses
 from .mlp import mlp, mlp_backward
 from .optim import SGD, AdamW, clip_grad_norm, global_norm
 from .rms_norm import rms_norm, rms_norm_backward
-from .streaming import first_token_weight, token_losses
+from .streaming import (
+    SINK_CONDITIONS,
+    SINK_KEPT,
+    SINK_LOSS_FROM,
+    SINKS_PATH,
+    first_token_weight,
+    held_out_windows,
+    kept_mask,
+    load_sink_measurements,
+    sink_measures,
+    token_losses,
+)
 from .swiglu import silu, swiglu, swiglu_backward
 from .train import GPTRun, evaluate, lr_at, text_loss, train_gpt, validation_batches
 
@@ -115,6 +127,7 @@ __all__ = [
     "ablation_measures",
     "check_ablate",
     "copy_losses",
+    "copy_target_weight",
     "distance_batches",
     "distance_layout",
     "eval_batches",
@@ -147,6 +160,10 @@ __all__ = [
     "NORMS",
     "SGD",
     "bigram_loss",
+    "SINKS_PATH",
+    "SINK_CONDITIONS",
+    "SINK_KEPT",
+    "SINK_LOSS_FROM",
     "bigram_probs",
     "block_backward",
     "block_forward",
@@ -165,6 +182,10 @@ __all__ = [
     "embed_backward",
     "evaluate",
     "first_token_weight",
+    "held_out_windows",
+    "kept_mask",
+    "load_sink_measurements",
+    "sink_measures",
     "forward_cached",
     "gelu",
     "gelu_backward",
