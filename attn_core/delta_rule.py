@@ -29,8 +29,8 @@ import numpy as np
 from ._validate import as_float_array, check_positive_int, check_result
 from .decay import _check_qkv, check_gates, decay_mask
 
-__all__ = ["delta_rule_backward", "delta_rule_chunked", "delta_rule_recurrent", "delta_step",
-           "l2_normalise", "l2_normalise_backward"]
+__all__ = ["delta_rule_backward", "delta_rule_chunked", "delta_rule_recurrent",
+           "delta_rule_weights", "delta_step", "l2_normalise", "l2_normalise_backward"]
 
 #: Rows per chunk of :func:`delta_rule_chunked` unless told otherwise.
 CHUNK = 16
@@ -211,6 +211,34 @@ def delta_rule_chunked(q, k, v, beta, a=None, chunk=CHUNK):
         s = gamma[..., -1, None, None] * s + to_end.swapaxes(-1, -2) @ u
     check_result(out, "the output of the chunked form")
     return out, s
+
+
+def delta_rule_weights(q, k, beta, a=None):
+    """The weights (gated) DeltaNet puts on each value, from an empty state: ``out = A V``.
+
+    Parameters
+    ----------
+    q, k, beta, a : as :func:`delta_rule_recurrent` (``q`` and ``k`` ``(..., n, d_k)``)
+
+    Returns
+    -------
+    weights : (..., n, n) ndarray
+        Lower triangular; ``weights @ v`` is the output for any values ``v``.
+
+    Notes
+    -----
+    The whole sequence as one chunk of :func:`delta_rule_chunked` with ``S_0 = 0``:
+    ``U = T V`` with ``T = (I + diag(beta) (K K^T * D)_{strict})^{-1} diag(beta)``, so
+    ``A = (Q K^T * D)_{lower} T``. Unlike softmax's, these weights can be negative: the
+    correction subtracts what an earlier, similar key wrote.
+    """
+    q, k, _, beta, a, _ = _inputs(q, k, np.zeros((*np.shape(k)[:-1], 1)), beta, a)
+    n = q.shape[-2]
+    dm = decay_mask(a)  # (..., n, n)
+    strict = np.tril(k @ k.swapaxes(-1, -2), -1) * dm
+    system = np.eye(n) + beta[..., :, None] * strict
+    t = np.linalg.solve(system, beta[..., :, None] * np.eye(n))  # (..., n, n): UT transform
+    return (np.tril(q @ k.swapaxes(-1, -2)) * dm) @ t
 
 
 def delta_rule_backward(q, k, v, beta, grad_out, a=None):

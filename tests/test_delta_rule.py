@@ -10,6 +10,7 @@ from attn_core.delta_rule import (
     delta_rule_backward,
     delta_rule_chunked,
     delta_rule_recurrent,
+    delta_rule_weights,
     l2_normalise,
     l2_normalise_backward,
 )
@@ -69,6 +70,15 @@ def test_recurrence_and_chunked_form_equal_the_loop(p, chunk):
     for got, s in ((rec, s_rec), (chk, s_chk)):
         np.testing.assert_allclose(got, want, **EXACT)
         np.testing.assert_allclose(s, s_want, **EXACT)
+
+
+@ref.FAST
+@given(delta_problems())
+def test_the_weights_times_the_values_are_the_output(p):
+    want, _ = loop_batched(p["q"], p["k"], p["v"], p["beta"],
+                           np.ones(1) if p["a"] is None else p["a"])
+    w = delta_rule_weights(p["q"], p["k"], p["beta"], p["a"])
+    np.testing.assert_allclose(w @ p["v"], want, **EXACT)
 
 
 def test_a_repeated_key_is_overwritten_not_summed():

@@ -98,6 +98,18 @@ from .layer_norm import check_eps, layer_norm, layer_norm_backward
 from .loss import cross_entropy, log_softmax, next_token_losses
 from .mlp import mlp, mlp_backward
 from .optim import SGD, AdamW, clip_grad_norm, global_norm
+from .recall_model import (
+    MIXERS,
+    RecallConfig,
+    init_recall,
+    read_weights,
+    recall_accuracy,
+    recall_forward,
+    recall_loss_and_grads,
+    recall_state_floats,
+    right_pair_weight,
+    train_recall,
+)
 from .rms_norm import rms_norm, rms_norm_backward
 from .streaming import first_token_weight, token_losses
 from .swiglu import silu, swiglu, swiglu_backward
@@ -202,4 +214,14 @@ __all__ = [
     "unigram_loss",
     "unigram_probs",
     "validation_batches",
+    "MIXERS",
+    "RecallConfig",
+    "init_recall",
+    "read_weights",
+    "recall_accuracy",
+    "recall_forward",
+    "recall_loss_and_grads",
+    "recall_state_floats",
+    "right_pair_weight",
+    "train_recall",
 ]
