@@ -3,8 +3,8 @@ store their results: attn_core/data/recall-runs.json (issue 48).
 
 The sweep: every mixer of ``attn_core.nn.recall_model.MIXERS`` x ``PAIRS`` x ``STATES``
 (``d_state``, one head: a state of ``d_state^2`` numbers), and the control at equal
-parameters: two heads of ``d_state / 2`` (half the state, the same weights' shapes) for the
-recurrent mixers at ``CONTROL_STATE``. Each run: ``train_recall(config, m, **TRAIN,
+parameters: two heads of ``d_state / 2`` (half the state, the same weights' shapes) for
+``CONTROL_MIXERS`` at ``CONTROL_STATE``. Each run: ``train_recall(config, m, **TRAIN,
 seed=SEED)``, then measured on ``EVAL`` fresh sequences (seed ``EVAL_SEED``): accuracy, and
 the mean share of the read's weight on the right pair. One BLAS thread.
 
@@ -40,8 +40,9 @@ from attn_core.threads import blas_threads  # noqa: E402
 
 OUT = ROOT / "attn_core" / "data" / "recall-runs.json"
 PAIRS = (4, 8, 16, 32)
-STATES = (8, 16, 32)
+STATES = (8, 16)
 CONTROL_STATE = 16
+CONTROL_MIXERS = ("linear", "gated_delta")
 TRAIN = dict(steps=300, batch=32, lr=3e-3)
 SEED = 0
 EVAL_SEED, EVAL = 1000, 256
@@ -63,7 +64,7 @@ def run_one(mixer, m, d_state, n_heads):
 def main():
     commit = git_commit()
     jobs = [(mx, m, d, 1) for d in STATES for m in PAIRS for mx in MIXERS]
-    jobs += [(mx, m, CONTROL_STATE, 2) for m in PAIRS for mx in MIXERS if mx != "softmax"]
+    jobs += [(mx, m, CONTROL_STATE, 2) for m in PAIRS for mx in CONTROL_MIXERS]
     runs, t0 = [], time.process_time()
     with blas_threads(1):
         for job in jobs:
