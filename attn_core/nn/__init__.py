@@ -100,8 +100,10 @@ from .mlp import mlp, mlp_backward
 from .optim import SGD, AdamW, clip_grad_norm, global_norm
 from .recall_model import (
     MIXERS,
+    RECALL_RUNS_PATH,
     RecallConfig,
     init_recall,
+    load_recall_runs,
     read_weights,
     recall_accuracy,
     recall_forward,
@@ -215,6 +217,8 @@ __all__ = [
     "unigram_probs",
     "validation_batches",
     "MIXERS",
+    "RECALL_RUNS_PATH",
+    "load_recall_runs",
     "RecallConfig",
     "init_recall",
     "read_weights",

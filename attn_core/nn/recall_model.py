@@ -17,11 +17,14 @@ piece has its backward pass; :func:`recall_loss_and_grads` chains them.
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from .._validate import check_option, check_positive_int
+from .._validate import check_option, check_positive_int, perturb_init
 from ..attention import attention
 from ..decay import (
     decayed_attention_backward,
@@ -40,11 +43,13 @@ from ..recall import mqar_batch
 from .loss import cross_entropy
 from .optim import AdamW, clip_grad_norm
 
-__all__ = ["MIXERS", "RecallConfig", "init_recall", "recall_accuracy", "recall_forward",
-           "read_weights", "recall_loss_and_grads", "recall_state_floats", "right_pair_weight",
-           "train_recall"]
+__all__ = ["MIXERS", "RECALL_RUNS_PATH", "RecallConfig", "init_recall", "load_recall_runs",
+           "recall_accuracy", "recall_forward", "read_weights", "recall_loss_and_grads",
+           "recall_state_floats", "right_pair_weight", "train_recall"]
 
 MIXERS = ("softmax", "linear", "decay", "delta", "gated_delta")
+#: The stored sweep of tools/train_recall.py.
+RECALL_RUNS_PATH = Path(__file__).resolve().parents[1] / "data" / "recall-runs.json"
 #: Initial bias of the gates: sigmoid(3) = 0.95 keeps most of the state at the start.
 GATE_BIAS = 3.0
 
@@ -83,7 +88,8 @@ def recall_state_floats(config, n_tokens):
 def init_recall(config, rng, std=0.3):
     """Parameters of a recall model, drawn from ``rng`` (a numpy Generator): a dict of
     float64 arrays ``wte (vocab, d_model)``, ``w_q, w_k, w_v (d_model, d_state)``, ``w_o
-    (d_state, n_values)``, ``b_o`` and, for the gated mixers, ``w_g, c_g`` / ``w_b, c_b``."""
+    (d_state, n_values)``, ``b_o`` and, for the gated mixers, ``w_g, c_g`` / ``w_b, c_b``
+    (each nudged by :func:`attn_core._validate.perturb_init`)."""
     c = config
     d, D, h = c.d_model, c.d_state, c.n_heads
     p = {"wte": rng.standard_normal((c.n_keys + c.n_values, d)) * std,
@@ -96,7 +102,8 @@ def init_recall(config, rng, std=0.3):
         p["w_g"], p["c_g"] = np.zeros((d, h)), np.full(h, GATE_BIAS)
     if c.mixer in ("delta", "gated_delta"):
         p["w_b"], p["c_b"] = np.zeros((d, h)), np.zeros(h)
-    return p
+    # perturb_init: unchanged unless CI's rounding test asks for a one-ulp nudge
+    return {name: perturb_init(w) for name, w in p.items()}
 
 
 def _heads(x, h):
@@ -269,3 +276,13 @@ def train_recall(config, n_pairs, steps=300, batch=32, lr=3e-3, seed=0):
         opt.lr = lr * min(1.0, (t + 1) / 20)
         opt.step(params, grads)
     return params, losses
+
+
+@functools.lru_cache(maxsize=2)
+def load_recall_runs(path=RECALL_RUNS_PATH):
+    """The stored runs of tools/train_recall.py: ``(trace, runs)``, ``runs`` a dict keyed
+    ``(mixer, pairs, d_state, n_heads)`` of dicts (accuracy, right_weight, final_loss,
+    losses every 10 steps, cpu_s). Cached: treat the result as read-only."""
+    data = json.loads(Path(path).read_text())
+    runs = {(r["mixer"], r["pairs"], r["d_state"], r["n_heads"]): r for r in data["runs"]}
+    return data["trace"], runs
