@@ -33,12 +33,12 @@ def check_shown(ex, mixer, pairs, d):
 
 def test_lines_readout_and_memory_follow_the_stored_runs():
     ex = recall_explorer()
-    check_shown(ex, "linear", 16, 16)
-    for name, value, mixer, pairs, d in (("mixer", "delta", "delta", 16, 16),
-                                         ("pairs", 32, "delta", 32, 16),
-                                         ("d_state", 8, "delta", 32, 8),
-                                         ("mixer", "softmax", "softmax", 32, 8),
-                                         ("pairs", 4, "softmax", 4, 8)):
+    check_shown(ex, "linear", 16, 8)
+    for name, value, mixer, pairs, d in (("mixer", "delta", "delta", 16, 8),
+                                         ("pairs", 32, "delta", 32, 8),
+                                         ("d_state", 16, "delta", 32, 16),
+                                         ("mixer", "softmax", "softmax", 32, 16),
+                                         ("pairs", 4, "softmax", 4, 16)):
         drive(ex, ex.controls[name], value)
         check_shown(ex, mixer, pairs, d)
     assert ex.errors == []

@@ -44,7 +44,7 @@ class RecallExplorer(Explorer):
 
     title = "recall and state size"
 
-    def __init__(self, mixer="linear", pairs=16, d_state=16):
+    def __init__(self, mixer="linear", pairs=16, d_state=8):
         mixer = check_option(mixer, "mixer", MIXERS)
         pairs = check_option(pairs, "pairs", PAIRS)
         d_state = check_option(d_state, "d_state", STATES)
@@ -99,7 +99,7 @@ class RecallExplorer(Explorer):
                 "readout": _text_of(self.readout.value)}
 
 
-def recall_explorer(mixer="linear", pairs=16, d_state=16):
+def recall_explorer(mixer="linear", pairs=16, d_state=8):
     """Recall accuracy of the stored one-layer models against the number of pairs, and the
     memory each keeps.
 

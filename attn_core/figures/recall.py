@@ -115,4 +115,3 @@ def update_recall_figure(art, accuracy, chosen, pair_index, floats_softmax, floa
     t = len(floats_softmax)
     art.memory_softmax.set_data(np.arange(1, t + 1), floats_softmax)
     art.memory_method.set_data(np.arange(1, t + 1), floats_method)
-    art.memory_method.set_color(art.lines[chosen].get_color())
