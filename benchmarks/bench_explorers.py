@@ -137,6 +137,9 @@ def setups():
                                ("layer", "head", "window", "sinks")}
     ex = explorers.beyond_explorer()
     yield "beyond_explorer", ex, {name: ex.controls[name] for name in ("method", "n", "size")}
+    ex = explorers.recall_explorer()
+    yield "recall_explorer", ex, {name: ex.controls[name] for name in
+                                  ("mixer", "pairs", "d_state")}
 
 
 def time_control(explorer, widget):

@@ -108,6 +108,8 @@ EXPLORERS = {
     "17-a-real-llm.ipynb": [Explorer("llm_explorer(", ("layer", "head"))],
     "18-beyond-quadratic.ipynb": [Explorer("beyond_explorer()", ("sequence length n",
                                                                  "window / stride / block"))],
+    "19-gates-and-deltas.ipynb": [Explorer("recall_explorer()", ("key-value pairs",
+                                                                 "d_k = d_v"))],
 }
 #: Key presses per slider (alternating direction at the ends): a median and a slowest press.
 PRESSES = 3

@@ -28,6 +28,7 @@ from attn_core import checks, examples
 from attn_core.attention import attention, scores
 from attn_core.checks import beyond as beyond18
 from attn_core.checks import cost, decoding, gpt, learning, practice, pretrained
+from attn_core.checks import gates as gates19
 from attn_core.checks import practice_positions as positions08b
 from attn_core.checks import real_llm as llm17
 from attn_core.checks import todays_attention as today16
@@ -821,6 +822,35 @@ MISCONCEPTIONS = {
         ("one stride per layer", lambda: beyond18.check_layers_to_connect(
             8, "strided", 8, 60, 3), ["mix"]),
     ],
+    # 19 · gates and deltas
+    "check_delta_step": [
+        ("summed as linear attention", lambda: gates19.check_delta_step(
+            lambda s, k, v, b: s + b * np.outer(k, v)), ["linear attention"]),
+        ("beta on the old value only", lambda: gates19.check_delta_step(
+            lambda s, k, v, b: s + np.outer(k, v - b * (k @ s))), ["whole correction"]),
+        ("no beta", lambda: gates19.check_delta_step(
+            lambda s, k, v, b: s + np.outer(k, v - k @ s)), ["scaled by beta"]),
+    ],
+    "check_decay_mask": [
+        ("the key's own gate", lambda: gates19.check_decay_mask(gates19._with_own_gate),
+         ["own token"]),
+        ("transposed", lambda: gates19.check_decay_mask(gates19._transposed), ["transposed"]),
+        ("no causal zeros", lambda: gates19.check_decay_mask(gates19._no_causal_zeros),
+         ["above the diagonal"]),
+        ("one gate to a power", lambda: gates19.check_decay_mask(gates19._gate_powers),
+         ["RetNet"]),
+    ],
+    "check_hybrid_cache_bytes": [
+        ("softmax everywhere", lambda: gates19.check_hybrid_cache_bytes(
+            48 * 2 * 2 * 256 * 32768 * 2, **EX19), ["every layer"]),
+        ("the state per token", lambda: gates19.check_hybrid_cache_bytes(
+            12 * 2 * 2 * 256 * 32768 * 2 + 32768 * 36 * 32 * 128 * 128 * 2, **EX19),
+         ["count it once"]),
+        ("keys without values", lambda: gates19.check_hybrid_cache_bytes(
+            12 * 2 * 256 * 32768 * 2 + 36 * 32 * 128 * 128 * 2, **EX19), ["value beside"]),
+        ("the layers swapped", lambda: gates19.check_hybrid_cache_bytes(
+            36 * 2 * 2 * 256 * 32768 * 2 + 12 * 32 * 128 * 128 * 2, **EX19), ["swapped"]),
+    ],
 }
 
 
@@ -858,6 +888,8 @@ EX13B = dict(budget_bytes=20 * 2**30, layers=40, heads=40, d_head=128, dtype="fl
 EX16 = dict(n=4096, layers=80, n_heads=64, n_kv_heads=8, d_head=128)
 #: Notebook 18's exercise 2: DeepSeek-V2's shape, 16-bit numbers.
 EX18 = dict(n=4096, layers=60, n_heads=128, d_head=128, d_c=512, d_rope=64)
+EX19 = dict(n=32768, layers=48, every=4, state_heads=32, d_k=128, d_v=128, kv_heads=2,
+            d_head=256)
 #: Notebook 09's exercise 3: the seed of its inputs (both rows peak in different tiles).
 SEED09 = 35
 

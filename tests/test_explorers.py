@@ -54,6 +54,7 @@ FIGURE_KEYS = {
     "TilingExplorer": ("tile", "running_max", "running_sum", "partial", "final", "scores"),
     "KVCacheExplorer": ("sharing", "pattern", "curves"),
     "BeyondExplorer": ("pattern", "cost", "memory"),
+    "RecallExplorer": ("lines", "memory"),
 }
 
 
@@ -81,7 +82,7 @@ def _png_ok(data):
 
 FACTORIES = ["worked_example_lab", "scaling_explorer", "softmax_explorer", "mask_explorer",
              "heads_explorer", "cost_explorer", "tiling_explorer", "kv_cache_explorer",
-             "beyond_explorer"]
+             "beyond_explorer", "recall_explorer"]
 
 
 @pytest.fixture(scope="module")

@@ -81,6 +81,8 @@ COURSE = [
      "measured."),
     ("18-beyond-quadratic.ipynb", "Beyond the quadratic",
      "Linear attention, sparse patterns and latent (MLA) caches: computed, counted, measured."),
+    ("19-gates-and-deltas.ipynb", "Gates and deltas",
+     "Decayed linear attention, DeltaNet and Gated DeltaNet: three forms each, recall measured."),
     ("appendix-errata.ipynb", "Appendix: the article's numbers, traced",
      "Where the article's wrong printed matrices come from, route by route, in one place."),
 ]

@@ -47,6 +47,7 @@ MAIN_CONTROLS = {
     "induction_explorer": ("ablation", "step"),
     "llm_explorer": ("layer",),
     "beyond_explorer": ("method", "n"),
+    "recall_explorer": ("mixer", "pairs", "d_state"),
 }
 WHEN = {("mask_explorer", "window"): lambda now: now.get("kind") == "sliding window"}
 MAX_POSITIONS = 25  # per control: a longer range is sampled evenly (ends kept)

@@ -99,6 +99,20 @@ from .layer_norm import check_eps, layer_norm, layer_norm_backward
 from .loss import cross_entropy, log_softmax, next_token_losses
 from .mlp import mlp, mlp_backward
 from .optim import SGD, AdamW, clip_grad_norm, global_norm
+from .recall_model import (
+    MIXERS,
+    RECALL_RUNS_PATH,
+    RecallConfig,
+    init_recall,
+    load_recall_runs,
+    read_weights,
+    recall_accuracy,
+    recall_forward,
+    recall_loss_and_grads,
+    recall_state_floats,
+    right_pair_weight,
+    train_recall,
+)
 from .rms_norm import rms_norm, rms_norm_backward
 from .streaming import (
     SINK_CONDITIONS,
@@ -223,4 +237,16 @@ __all__ = [
     "unigram_loss",
     "unigram_probs",
     "validation_batches",
+    "MIXERS",
+    "RECALL_RUNS_PATH",
+    "load_recall_runs",
+    "RecallConfig",
+    "init_recall",
+    "read_weights",
+    "recall_accuracy",
+    "recall_forward",
+    "recall_loss_and_grads",
+    "recall_state_floats",
+    "right_pair_weight",
+    "train_recall",
 ]
