@@ -16,17 +16,20 @@ of wall time on the loaded 2-core machine, seeds run as three processes, then --
 ``--lengths`` runs notebook 18's comparison instead: the stored two-layer softmax runs (read
 back, not retrained) beside the same model trained with linear attention
 (``attention="linear"``: same seeds, task and settings), both measured by the loss on the
-second copy of the classic layout for each segment length in ``LENGTHS``. Stored:
-attn_core/data/copy-lengths.npz (the linear runs' final parameters) and
-copy-lengths-trace.json. (A first try on 64-token sequences with copies of 4 to 30 tokens
-left the softmax model on the plateau after 2,500 steps: second-copy loss 3.3 of ln 30 =
-3.4; it was stopped.)
+second copy of the classic layout for each segment length in ``LENGTHS``. The same sweep
+trains two controls per seed, one head of 32 per layer instead of two of 16 (the same
+parameters; linear attention's state doubled), with linear and with softmax attention
+(``VARIANTS``): about 30 s of CPU a run. Stored: attn_core/data/copy-lengths.npz (the
+trained runs' final parameters) and copy-lengths-trace.json. (A first try on 64-token
+sequences with copies of 4 to 30 tokens left the softmax model on the plateau after 2,500
+steps: second-copy loss 3.3 of ln 30 = 3.4; it was stopped.)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -110,10 +113,35 @@ def copy_by_length(params, config, batches):
     return {"first": [round(f, 5) for f, _ in pairs], "second": [round(s, 5) for _, s in pairs]}
 
 
+#: The trained variants of the sweep: (attention, heads per layer). Two heads of 16 is the
+#: stored softmax runs' layout; one head of 32 keeps every parameter count and seed and
+#: doubles linear attention's state per layer (32 x 32 against two of 16 x 16): the control
+#: for "the fixed-size state is what limits the copy".
+VARIANTS = (("linear", 2), ("linear", 1), ("softmax", 1))
+
+
+def variant_key(attention, n_heads):
+    """The prefix of a variant's parameters in copy-lengths.npz: ``linear`` for the
+    two-head linear runs (the first stored), ``linear.h1`` / ``softmax.h1`` for one head."""
+    return attention if n_heads == MODEL["n_heads"] else f"{attention}.h{n_heads}"
+
+
+def train_variant(seed, attention, n_heads, steps):
+    """One run of the sweep: the stored runs' model, task and settings, with ``attention``
+    and ``n_heads`` heads per layer; returns the ``TrainResult``."""
+    config = GPTConfig(TASK["vocab_size"], TASK["n_ctx"], n_layers=2,
+                       **dict(MODEL, n_heads=n_heads), attention=attention)
+    init = init_gpt(config, np.random.default_rng(seed), std=INIT_STD)
+    val = [sampler()(np.random.default_rng(TASK["eval_seed"] + 1), TASK["eval_batch"])]
+    run = train_gpt(config, None, None, seed=seed, params=init, val=val,
+                    sample=sampler(), **dict(TRAIN, steps=steps, eval_every=steps))
+    return config, run
+
+
 def length_sweep(seeds, steps):
     """Notebook 18: the two-layer model of the stored runs (softmax, read back) beside the
-    same model trained with linear attention (same seed, task and settings), measured on
-    the copy task by segment length."""
+    same model trained with linear attention (same seed, task and settings), and the
+    one-head controls of :data:`VARIANTS`, measured on the copy task by segment length."""
     from attn_core.nn.induction_run import load_runs
     stored = load_runs()
     batches = length_batches()
@@ -122,32 +150,30 @@ def length_sweep(seeds, steps):
         for seed in seeds:
             soft_config = stored.config(2)
             soft = copy_by_length(stored.params(seed, 2, TRAIN["steps"]), soft_config, batches)
-            runs.append(dict(seed=seed, attention="softmax", source="induction-snapshots.npz",
-                             **soft))
-            t, c = time.perf_counter(), time.process_time()
-            config = GPTConfig(TASK["vocab_size"], TASK["n_ctx"], n_layers=2, **MODEL,
-                               attention="linear")
-            init = init_gpt(config, np.random.default_rng(seed), std=INIT_STD)
-            val = [sampler()(np.random.default_rng(TASK["eval_seed"] + 1), TASK["eval_batch"])]
-            run = train_gpt(config, None, None, seed=seed, params=init, val=val,
-                            sample=sampler(), **dict(TRAIN, steps=steps, eval_every=steps))
-            lin = copy_by_length(run.params, config, batches)
-            runs.append(dict(seed=seed, attention="linear", **lin,
-                             train_losses=[round(x, 4) for x in run.losses.tolist()],
-                             cpu_seconds=round(time.process_time() - c, 1)))
-            arrays.update({f"s{seed}.linear/{k}": v for k, v in run.params.items()})
-            print(f"seed {seed}: second-copy loss by length, softmax {soft['second']}, "
-                  f"linear {lin['second']} ({time.perf_counter() - t:.0f} s)", flush=True)
+            runs.append(dict(seed=seed, attention="softmax", n_heads=MODEL["n_heads"],
+                             source="induction-snapshots.npz", **soft))
+            for attention, n_heads in VARIANTS:
+                t, c = time.perf_counter(), time.process_time()
+                config, run = train_variant(seed, attention, n_heads, steps)
+                got = copy_by_length(run.params, config, batches)
+                runs.append(dict(seed=seed, attention=attention, n_heads=n_heads, **got,
+                                 train_losses=[round(x, 4) for x in run.losses.tolist()],
+                                 cpu_seconds=round(time.process_time() - c, 1)))
+                key = variant_key(attention, n_heads)
+                arrays.update({f"s{seed}.{key}/{k}": v for k, v in run.params.items()})
+                print(f"seed {seed}, {attention} x{n_heads}: second-copy loss by length "
+                      f"{got['second']} (softmax x2 {soft['second']}; "
+                      f"{time.perf_counter() - t:.0f} s)", flush=True)
     np.savez_compressed(LENGTHS_PATH, **arrays)
-    trace = dict(format_version=1, task={k: list(v) if isinstance(v, tuple) else v
+    trace = dict(format_version=2, task={k: list(v) if isinstance(v, tuple) else v
                                          for k, v in TASK.items()},
                  lengths=list(LENGTHS), length_batch=LENGTH_BATCH,
                  config=dict(vocab_size=TASK["vocab_size"], n_ctx=TASK["n_ctx"], **MODEL,
                              n_layers=2),
-                 init_std=INIT_STD, settings=dict(TRAIN, steps=steps), runs=runs,
-                 commit=git_commit(), seconds=round(time.perf_counter() - start, 1),
+                 init_std=INIT_STD, settings=dict(TRAIN, steps=steps), seeds=list(seeds),
+                 runs=runs, commit=git_commit(), seconds=round(time.perf_counter() - start, 1),
                  cpu_seconds=round(time.process_time() - cpu0, 1), numpy=np.__version__,
-                 cpu=cpu_features())
+                 cpu=cpu_features(), load_average=list(np.round(os.getloadavg(), 1)))
     LENGTHS_TRACE.write_text(json.dumps(trace, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {LENGTHS_PATH} and {LENGTHS_TRACE} in {trace['seconds']} s")
     return 0
