@@ -42,6 +42,14 @@ import numpy as np  # noqa: E402
 from train_gpt import cpu_features, git_commit  # noqa: E402
 
 from attn_core.nn import GPTConfig, init_gpt  # noqa: E402
+from attn_core.nn.copy_lengths import (  # noqa: E402
+    LENGTH_BATCH,
+    LENGTHS,
+    LENGTHS_PATH,
+    LENGTHS_TRACE,
+    length_batches,
+    variant_key,
+)
 from attn_core.nn.induction_run import (  # noqa: E402
     RUNS_PATH,
     TASK,
@@ -91,21 +99,8 @@ def one_run(seed, layers, steps, batches):
     return record, arrays, run.settings
 
 
-#: Notebook 18: the segment lengths of the classic layout measured (2 L <= n_ctx = 32).
-LENGTHS = (4, 6, 8, 10, 12, 14, 16)
-LENGTHS_PATH = RUNS_PATH.with_name("copy-lengths.npz")
-LENGTHS_TRACE = RUNS_PATH.with_name("copy-lengths-trace.json")
-#: Sequences per length in the evaluation (seeded by TASK["eval_seed"] + L).
-LENGTH_BATCH = 128
-
-
-def length_batches():
-    """``{L: (ids, labels)}``: the classic layout, L random tokens then the same again."""
-    from attn_core.induction import repeated_tokens
-    return {L: repeated_tokens(np.random.default_rng(TASK["eval_seed"] + L), LENGTH_BATCH,
-                               TASK["vocab_size"], 2 * L, L) for L in LENGTHS}
-
-
+#: Notebook 18's sweep (its lengths, batches, files and parameter names) is defined in
+#: attn_core.nn.copy_lengths, where the notebook reads it back.
 def copy_by_length(params, config, batches):
     """``{"first": [...], "second": [...]}``: the copies' losses, one per length of LENGTHS."""
     from attn_core.nn.induction_run import copy_losses
@@ -118,12 +113,6 @@ def copy_by_length(params, config, batches):
 #: doubles linear attention's state per layer (32 x 32 against two of 16 x 16): the control
 #: for "the fixed-size state is what limits the copy".
 VARIANTS = (("linear", 2), ("linear", 1), ("softmax", 1))
-
-
-def variant_key(attention, n_heads):
-    """The prefix of a variant's parameters in copy-lengths.npz: ``linear`` for the
-    two-head linear runs (the first stored), ``linear.h1`` / ``softmax.h1`` for one head."""
-    return attention if n_heads == MODEL["n_heads"] else f"{attention}.h{n_heads}"
 
 
 def train_variant(seed, attention, n_heads, steps):
