@@ -127,7 +127,7 @@ def train_variant(seed, attention, n_heads, steps):
     return config, run
 
 
-def length_sweep(seeds, steps):
+def length_sweep(seeds, steps, out=None):
     """Notebook 18: the two-layer model of the stored runs (softmax, read back) beside the
     same model trained with linear attention (same seed, task and settings), and the
     one-head controls of :data:`VARIANTS`, measured on the copy task by segment length."""
@@ -153,7 +153,8 @@ def length_sweep(seeds, steps):
                 print(f"seed {seed}, {attention} x{n_heads}: second-copy loss by length "
                       f"{got['second']} (softmax x2 {soft['second']}; "
                       f"{time.perf_counter() - t:.0f} s)", flush=True)
-    np.savez_compressed(LENGTHS_PATH, **arrays)
+    npz_path, trace_path = _lengths_paths(out)
+    np.savez_compressed(npz_path, **arrays)
     trace = dict(format_version=2, task={k: list(v) if isinstance(v, tuple) else v
                                          for k, v in TASK.items()},
                  lengths=list(LENGTHS), length_batch=LENGTH_BATCH,
@@ -163,8 +164,39 @@ def length_sweep(seeds, steps):
                  runs=runs, commit=git_commit(), seconds=round(time.perf_counter() - start, 1),
                  cpu_seconds=round(time.process_time() - cpu0, 1), numpy=np.__version__,
                  cpu=cpu_features(), load_average=list(np.round(os.getloadavg(), 1)))
-    LENGTHS_TRACE.write_text(json.dumps(trace, indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {LENGTHS_PATH} and {LENGTHS_TRACE} in {trace['seconds']} s")
+    trace_path.write_text(json.dumps(trace, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {npz_path} and {trace_path} in {trace['seconds']} s")
+    return 0
+
+
+def _lengths_paths(out):
+    return ((LENGTHS_PATH, LENGTHS_TRACE) if out is None
+            else (out / LENGTHS_PATH.name, out / LENGTHS_TRACE.name))
+
+
+def merge_lengths(folders, out):
+    """One copy-lengths trace and parameter file from folders written by ``--lengths --out``
+    for different seeds (trained in parallel from the same commit)."""
+    traces = [json.loads((f / LENGTHS_TRACE.name).read_text()) for f in folders]
+    if len({t["commit"] for t in traces}) != 1:
+        raise SystemExit(f"the folders were trained from different commits: "
+                         f"{sorted({t['commit'] for t in traces})}")
+    arrays = {}
+    for f in folders:
+        with np.load(f / LENGTHS_PATH.name) as z:
+            arrays.update({k: z[k] for k in z.files})
+    order = {("softmax", 2): 0, ("linear", 2): 1, ("linear", 1): 2, ("softmax", 1): 3}
+    runs = sorted((r for t in traces for r in t["runs"]),
+                  key=lambda r: (r["seed"], order[r["attention"], r["n_heads"]]))
+    trace = dict(traces[0], runs=runs, seeds=sorted(s for t in traces for s in t["seeds"]),
+                 seconds=round(sum(t["seconds"] for t in traces), 1),
+                 cpu_seconds=round(sum(t["cpu_seconds"] for t in traces), 1),
+                 load_average=[t["load_average"] for t in traces],
+                 note=f"{len(folders)} processes in parallel (one per seed), merged")
+    npz_path, trace_path = _lengths_paths(out)
+    np.savez_compressed(npz_path, **arrays)
+    trace_path.write_text(json.dumps(trace, indent=1) + "\n", encoding="utf-8")
+    print(f"merged {len(folders)} folders into {npz_path} and {trace_path}")
     return 0
 
 
@@ -179,8 +211,10 @@ def main(argv=None):
     ap.add_argument("--lengths", action="store_true",
                     help="notebook 18's comparison: softmax vs linear attention by copy length")
     args = ap.parse_args(argv)
+    if args.lengths and args.merge:
+        return merge_lengths(args.merge, args.out)
     if args.lengths:
-        return length_sweep(args.seeds, args.steps)
+        return length_sweep(args.seeds, args.steps, args.out)
     if args.merge:
         return merge(args.merge, args.out)
     batches = eval_batches()
