@@ -127,10 +127,11 @@ def train_variant(seed, attention, n_heads, steps):
     return config, run
 
 
-def length_sweep(seeds, steps, out=None):
+def length_sweep(seeds, steps, out=None, variants=VARIANTS):
     """Notebook 18: the two-layer model of the stored runs (softmax, read back) beside the
     same model trained with linear attention (same seed, task and settings), and the
-    one-head controls of :data:`VARIANTS`, measured on the copy task by segment length."""
+    one-head controls of :data:`VARIANTS` (or of ``variants``, a part of them, for runs in
+    parallel: ``--merge`` joins them), measured on the copy task by segment length."""
     from attn_core.nn.induction_run import load_runs
     stored = load_runs()
     batches = length_batches()
@@ -141,7 +142,7 @@ def length_sweep(seeds, steps, out=None):
             soft = copy_by_length(stored.params(seed, 2, TRAIN["steps"]), soft_config, batches)
             runs.append(dict(seed=seed, attention="softmax", n_heads=MODEL["n_heads"],
                              source="induction-snapshots.npz", **soft))
-            for attention, n_heads in VARIANTS:
+            for attention, n_heads in variants:
                 t, c = time.perf_counter(), time.process_time()
                 config, run = train_variant(seed, attention, n_heads, steps)
                 got = copy_by_length(run.params, config, batches)
@@ -186,9 +187,9 @@ def merge_lengths(folders, out):
         with np.load(f / LENGTHS_PATH.name) as z:
             arrays.update({k: z[k] for k in z.files})
     order = {("softmax", 2): 0, ("linear", 2): 1, ("linear", 1): 2, ("softmax", 1): 3}
-    runs = sorted((r for t in traces for r in t["runs"]),
-                  key=lambda r: (r["seed"], order[r["attention"], r["n_heads"]]))
-    trace = dict(traces[0], runs=runs, seeds=sorted(s for t in traces for s in t["seeds"]),
+    runs = {(r["seed"], r["attention"], r["n_heads"]): r for t in traces for r in t["runs"]}
+    runs = sorted(runs.values(), key=lambda r: (r["seed"], order[r["attention"], r["n_heads"]]))
+    trace = dict(traces[0], runs=runs, seeds=sorted({s for t in traces for s in t["seeds"]}),
                  seconds=round(sum(t["seconds"] for t in traces), 1),
                  cpu_seconds=round(sum(t["cpu_seconds"] for t in traces), 1),
                  load_average=[t["load_average"] for t in traces],
@@ -208,13 +209,20 @@ def main(argv=None):
     ap.add_argument("--merge", type=Path, nargs="*", default=None,
                     help="merge the files of these folders (runs of other seeds, trained in "
                          "parallel) into --out instead of training")
+    ap.add_argument("--variants", nargs="*", default=None,
+                    help="with --lengths: the runs to train, as attention:heads (linear:2 "
+                         "linear:1 softmax:1, all by default)")
     ap.add_argument("--lengths", action="store_true",
                     help="notebook 18's comparison: softmax vs linear attention by copy length")
     args = ap.parse_args(argv)
     if args.lengths and args.merge:
         return merge_lengths(args.merge, args.out)
     if args.lengths:
-        return length_sweep(args.seeds, args.steps, args.out)
+        variants = VARIANTS if args.variants is None else tuple(
+            (v.split(":")[0], int(v.split(":")[1])) for v in args.variants)
+        if not set(variants) <= set(VARIANTS):
+            raise SystemExit(f"--variants must be among {VARIANTS}, got {variants}")
+        return length_sweep(args.seeds, args.steps, args.out, variants)
     if args.merge:
         return merge(args.merge, args.out)
     batches = eval_batches()
