@@ -179,9 +179,11 @@ def merge_lengths(folders, out):
     """One copy-lengths trace and parameter file from folders written by ``--lengths --out``
     for different seeds (trained in parallel from the same commit)."""
     traces = [json.loads((f / LENGTHS_TRACE.name).read_text()) for f in folders]
-    if len({t["commit"] for t in traces}) != 1:
-        raise SystemExit(f"the folders were trained from different commits: "
-                         f"{sorted({t['commit'] for t in traces})}")
+    if any(t["commit"].endswith("+dirty") for t in traces):
+        raise SystemExit("a folder was trained from an uncommitted tree")
+    for t in traces:  # each run keeps the commit it was trained from
+        for r in t["runs"]:
+            r.setdefault("commit", t["commit"])
     arrays = {}
     for f in folders:
         with np.load(f / LENGTHS_PATH.name) as z:
@@ -193,7 +195,8 @@ def merge_lengths(folders, out):
                  seconds=round(sum(t["seconds"] for t in traces), 1),
                  cpu_seconds=round(sum(t["cpu_seconds"] for t in traces), 1),
                  load_average=[t["load_average"] for t in traces],
-                 note=f"{len(folders)} processes in parallel (one per seed), merged")
+                 commit=sorted({t["commit"] for t in traces}),
+                 note=f"{len(folders)} processes in parallel, merged")
     npz_path, trace_path = _lengths_paths(out)
     np.savez_compressed(npz_path, **arrays)
     trace_path.write_text(json.dumps(trace, indent=1) + "\n", encoding="utf-8")
