@@ -98,8 +98,9 @@ def test_the_one_head_control_has_the_same_parameters_and_twice_the_state(length
     two, one = sweep.params(0, "linear", 2), sweep.params(0, "linear", 1)
     assert {k: v.shape for k, v in two.items()} == {k: v.shape for k, v in one.items()}
     d = lengths["config"]["d_model"]
-    state = {h: h * (d // h) * (d // h + 1) for h in (1, 2)}  # S and z per layer
-    assert state[1] == 2 * state[2] + d
+    s_numbers = {h: h * (d // h) ** 2 for h in (1, 2)}  # S per layer: h heads of d_h x d_h
+    z_numbers = {h: h * (d // h) for h in (1, 2)}  # z: one d_h vector per head
+    assert s_numbers[1] == 2 * s_numbers[2] and z_numbers[1] == z_numbers[2]
 
 
 def test_copy_losses_by_length_are_recomputed_from_the_stored_parameters(lengths):
