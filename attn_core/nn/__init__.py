@@ -24,6 +24,8 @@ in numpy, the tiny GPT built from them, and its optimiser.
 * :mod:`attn_core.nn.train`      -- train_gpt: the training loop with validation
 * :mod:`attn_core.nn.induction_run` -- induction heads (notebook 15): the task, the measures,
   the stored runs of tools/train_induction.py
+* :mod:`attn_core.nn.copy_lengths` -- notebook 18's copy task by segment length: softmax and
+  linear attention's stored runs (tools/train_induction.py --lengths) read back
 """
 
 from .baselines import ALPHA, bigram_loss, bigram_probs, unigram_loss, unigram_probs
@@ -43,6 +45,17 @@ from .checkpoint import (
     Checkpoint,
     load_checkpoint,
     save_checkpoint,
+)
+from .copy_lengths import (
+    LENGTH_BATCH,
+    LENGTHS,
+    LENGTHS_PATH,
+    LENGTHS_TRACE,
+    CopyLengthRuns,
+    copy_attention,
+    length_batches,
+    load_copy_lengths,
+    variant_key,
 )
 from .data import CORPUS_PATH, CharVocab, get_batch, load_corpus, split_corpus
 from .decoder import decoder_forward, decoder_step
@@ -130,6 +143,15 @@ from .swiglu import silu, swiglu, swiglu_backward
 from .train import GPTRun, evaluate, lr_at, text_loss, train_gpt, validation_batches
 
 __all__ = [
+    "LENGTHS",
+    "LENGTHS_PATH",
+    "LENGTHS_TRACE",
+    "LENGTH_BATCH",
+    "CopyLengthRuns",
+    "copy_attention",
+    "length_batches",
+    "load_copy_lengths",
+    "variant_key",
     "ABLATIONS",
     "ATTN_KEYS",
     "InductionRuns",
