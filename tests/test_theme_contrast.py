@@ -245,3 +245,55 @@ def test_no_region_of_a_dark_frame_stays_paper_white(factory):
         patches = _light_patches(dark)
         assert not patches, (f"{factory} at {state}: {len(patches)} white {PATCH}px patches "
                              f"in the dark frame, e.g. at (row, column) {patches[:3]}")
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_each_dark_frame_equals_the_whole_light_frame_converted(factory):
+    """The dark frame is made from the last one, only the changed rectangle converted again
+    (notes.DarkFrames, issue 47): at every state it equals ``dark_image`` of the whole light
+    frame, pixel for pixel, and a change converts less than the whole frame at least once."""
+    ex = built(factory)
+    sizes = []
+    for state in _states(ex):
+        agg = ex.figure.canvas
+        light = Image.fromarray(_pixels(ex.png))
+        whole = np.asarray(notes.dark_image(light, notes.image_boxes(ex.figure)))
+        np.testing.assert_array_equal(_pixels(bytes(ex.image_dark.value)), whole,
+                                      err_msg=f"{factory} at {state}")
+        frames = ex._dark_frames.get(agg)
+        if frames is not None and state != "start":
+            sizes.append(frames.converted / (light.width * light.height))
+    if sizes:  # an explorer whose every control redraws all of it would have none below 1
+        assert min(sizes) < 1.0, f"{factory}: every change converted the whole frame"
+
+
+def test_dark_frames_follow_any_change_of_the_pixels():
+    """DarkFrames against dark_image on random edits of a canvas: rectangles, a single pixel,
+    white areas that open or close paper inside an image, the images moved."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(3, 2), dpi=50)
+    FigureCanvasAgg(fig)
+    ax = fig.add_axes((0.1, 0.1, 0.6, 0.8))
+    data = np.ones((6, 6))
+    data[2:4, 2:4] = np.nan
+    im = ax.imshow(data, cmap="viridis", vmin=0, vmax=2)
+    ax.set_title("T")
+    g = np.random.default_rng(0)
+    frames = notes.DarkFrames()
+    agg = fig.canvas
+    for step in range(12):
+        if step % 4 == 3:
+            im.set_extent((-0.5, 5.5 + step % 3, 5.5, -0.5))  # the image moves: new boxes
+        data = np.where(g.random((6, 6)) < 0.3, np.nan, g.random((6, 6)) * 2)
+        im.set_data(data)
+        agg.draw()
+        buf = np.asarray(agg.buffer_rgba())
+        if step % 2:  # and a few pixels changed by hand, white and black
+            r, c = g.integers(0, buf.shape[0]), g.integers(0, buf.shape[1])
+            buf[r:r + 9, c:c + 9, :3] = 255 * (step % 3 == 0)
+        png = frames.png(agg)
+        light = Image.fromarray(np.array(buf[..., :3]))
+        whole = np.asarray(notes.dark_image(light, notes.image_boxes(fig)))
+        np.testing.assert_array_equal(_pixels(png), whole, err_msg=f"step {step}")

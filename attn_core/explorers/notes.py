@@ -236,7 +236,72 @@ def image_boxes(figure):
 
 def dark_png(canvas):
     """The dark theme's PNG of an Agg canvas' current pixels (:func:`dark_image`)."""
-    rgba = canvas.buffer_rgba()
-    height, width = rgba.shape[:2]
-    light = Image.frombytes("RGB", (width, height), rgba, "raw", "RGBX")
-    return rgb_png(np.asarray(dark_image(light, image_boxes(canvas.figure))))
+    return DarkFrames().png(canvas)
+
+
+#: How far the paper opening (:func:`_opened`: erode, then dilate) reaches: a pixel's result
+#: depends on the pixels up to this many away.
+_OPENING_REACH = 2 * (PAPER_OPENING // 2)
+
+
+class DarkFrames:
+    """The dark twins of one canvas' successive frames, each made from the one before.
+
+    A slider move redraws part of a frame (a map, a highlight, a few labels): only the
+    rectangle of pixels that changed since the last frame, widened by what the paper opening
+    reaches, is converted again (:func:`dark_image` on a crop); the rest is the last dark
+    frame's. A first frame, a new size or moved images convert the whole frame. Every frame
+    equals ``dark_image`` of the whole light frame, pixel for pixel (tested).
+    """
+
+    def __init__(self):
+        self._light = None  # (h, w) uint32: the light pixels the dark frame was made from
+        self._dark = None  # (h, w, 4) uint8: the dark frame, opaque RGBA
+        self._boxes = None
+        self._png = None
+        self.converted = 0  # pixels converted by the last call (for tests and benchmarks)
+
+    def png(self, canvas):
+        """PNG bytes of the dark twin of the canvas' current pixels."""
+        rgba = np.asarray(canvas.buffer_rgba())  # (h, w, 4) uint8
+        height, width = rgba.shape[:2]
+        words = np.ascontiguousarray(rgba).view(np.uint32)[..., 0]  # (h, w): one per pixel
+        boxes = image_boxes(canvas.figure)
+        if self._light is None or self._light.shape != words.shape or boxes != self._boxes:
+            self._dark = np.full((height, width, 4), 255, dtype=np.uint8)
+            region = (0, 0, width, height)
+        else:
+            changed = words != self._light  # (h, w) bool
+            rows = np.flatnonzero(changed.any(axis=1))
+            if rows.size == 0:
+                self.converted = 0
+                return self._png
+            cols = np.flatnonzero(changed[rows[0]:rows[-1] + 1].any(axis=0))
+            region = (int(cols[0]), int(rows[0]), int(cols[-1]) + 1, int(rows[-1]) + 1)
+        self._convert(rgba, region, boxes)
+        self._light, self._boxes = words.copy(), boxes
+        self._png = rgb_png(self._dark)
+        return self._png
+
+    def _convert(self, rgba, region, boxes):
+        """Convert ``region`` (left, top, right, bottom; exclusive) and all it influences."""
+        height, width = rgba.shape[:2]
+        reach = _OPENING_REACH
+
+        def widen(box):  # by ``reach`` on every side, within the frame
+            left, top, right, bottom = box
+            return (max(left - reach, 0), max(top - reach, 0), min(right + reach, width),
+                    min(bottom + reach, height))
+
+        paste = widen(region)  # every pixel whose dark value may have changed
+        left, top, right, bottom = crop = widen(paste)  # and every pixel those depend on
+        light = Image.frombytes("RGB", (right - left, bottom - top),
+                                rgba[top:bottom, left:right].tobytes(), "raw", "RGBX")
+        shifted = [(max(bl - left, 0), max(bt - top, 0), min(br - left, right - left - 1),
+                    min(bb - top, bottom - top - 1))
+                   for bl, bt, br, bb in boxes
+                   if bl < right and br >= left and bt < bottom and bb >= top]
+        dark = np.asarray(dark_image(light, shifted))  # (crop h, crop w, 3)
+        pl, pt, pr, pb = paste
+        self._dark[pt:pb, pl:pr, :3] = dark[pt - top:pb - top, pl - left:pr - left]
+        self.converted = (crop[2] - crop[0]) * (crop[3] - crop[1])
