@@ -195,8 +195,13 @@ def test_every_explorer_shows_a_dark_figure_in_the_dark_theme(factory):
     keep = np.zeros(light.shape[:2], dtype=bool)
     for left, top, right, bottom in notes.image_boxes(ex.figure):
         keep[top:bottom + 1, left:right + 1] = True
-    paper = (light == 255).all(-1) & (dark == colors.DARK_PAGE).all(-1)  # blank in an image
-    np.testing.assert_array_equal(dark[keep & ~paper], light[keep & ~paper])  # images as in light
+    # inside an image, only greys change (blank paper, masked cells and their hatching and
+    # text: issue 47), each to the dark theme's grey of its level; the colours stay
+    grey = np.ptp(light, axis=-1) <= colors.GREY_CHROMA
+    turned = keep & grey & (dark == notes._DARK_LUT[light[..., 1]]).all(-1)
+    np.testing.assert_array_equal(dark[keep & ~turned], light[keep & ~turned])
+    coloured = keep & ~grey
+    np.testing.assert_array_equal(dark[coloured], light[coloured])
     ink = (light == 0).all(-1) & ~keep  # black text and lines outside the images
     assert ink.any(), "no black text found outside the images"
     assert (dark[ink] == colors.DARK_INK).all()
@@ -297,3 +302,27 @@ def test_dark_frames_follow_any_change_of_the_pixels():
         light = Image.fromarray(np.array(buf[..., :3]))
         whole = np.asarray(notes.dark_image(light, notes.image_boxes(fig)))
         np.testing.assert_array_equal(_pixels(png), whole, err_msg=f"step {step}")
+
+
+@pytest.mark.parametrize("factory", ["gpt_explorer", "llm_explorer", "beyond_explorer",
+                                     "mask_explorer"])
+def test_masked_and_uncomputed_cells_are_dark_in_the_dark_frame(factory):
+    """Issue 47: the masked cells (MASKED_FACE_COLOR, hatched) of 14's and 17's maps and 18's
+    uncomputed cells stayed light grey in the dark frame, 10-15% of it. Now nearly every
+    pixel of the masked face inside an image turns to the dark theme's grey of its level."""
+    from attn_core.figures.base import MASKED_FACE_COLOR
+
+    ex = getattr(explorers, factory)()
+    light, dark = _pixels(ex.png), _pixels(bytes(ex.image_dark.value))
+    face = np.array([int(MASKED_FACE_COLOR[i:i + 2], 16) for i in (1, 3, 5)])
+    keep = np.zeros(light.shape[:2], dtype=bool)
+    for left, top, right, bottom in notes.image_boxes(ex.figure):
+        keep[top:bottom + 1, left:right + 1] = True
+    masked = keep & (light == face).all(-1)
+    assert masked.mean() > 0.01, f"{factory}: no masked cells in its first frame"
+    still = masked & (dark == face).all(-1)
+    assert still.sum() <= 0.01 * masked.sum(), (
+        f"{factory}: {still.sum()} of {masked.sum()} masked pixels still light")
+    # the hatching follows: no pixel of the masked areas' surroundings is brighter than the
+    # dark ink (nothing there is lighter than the text)
+    assert dark[masked].max() <= max(colors.DARK_INK)

@@ -8,9 +8,9 @@ writer gives every row the same filter ("Up": each byte minus the one above it, 
 subtraction) and compresses with zlib at level 1. Until issue 47 it stored the rows
 unfiltered as RGB, and dropping the fourth byte of each of the canvas' RGBA pixels cost more
 than zlib itself; an opaque frame is now written as RGBA, its rows copied whole (the alpha
-bytes filter to zeros), about a third faster and 6-15% smaller than that writer
-(``benchmarks/bench_explorers.py --png`` measures it against that writer and Pillow on every
-explorer). The file is a plain 8-bit RGB or RGBA PNG (any viewer, Pillow, the browser read
+bytes filter to zeros): 1.3 to 1.6 times faster than that writer on every explorer's first
+frame, the files 7% smaller to 28% larger (``benchmarks/bench_explorers.py --png`` measures
+it against that writer and Pillow, CPU time, interleaved). The file is a plain 8-bit RGB or RGBA PNG (any viewer, Pillow, the browser read
 it; ``tests/test_explorer_png.py`` decodes it with Pillow and compares every pixel).
 
 zlib releases the GIL while it compresses, so a sampling thread (the GPT explorer) keeps
