@@ -10,8 +10,9 @@ unfiltered as RGB, and dropping the fourth byte of each of the canvas' RGBA pixe
 than zlib itself; an opaque frame is now written as RGBA, its rows copied whole (the alpha
 bytes filter to zeros): 1.3 to 1.6 times faster than that writer on every explorer's first
 frame, the files 7% smaller to 28% larger (``benchmarks/bench_explorers.py --png`` measures
-it against that writer and Pillow, CPU time, interleaved). The file is a plain 8-bit RGB or RGBA PNG (any viewer, Pillow, the browser read
-it; ``tests/test_explorer_png.py`` decodes it with Pillow and compares every pixel).
+it against that writer and Pillow, CPU time, interleaved). The file is a plain 8-bit RGB or
+RGBA PNG (any viewer, Pillow, the browser read it; ``tests/test_explorer_png.py`` decodes it
+with Pillow and compares every pixel).
 
 zlib releases the GIL while it compresses, so a sampling thread (the GPT explorer) keeps
 running meanwhile.
