@@ -267,7 +267,7 @@ def compact_png(frame):
     if frame.startswith(RAW_MAGIC):
         image = Image.fromarray(from_raw(frame))  # (h, w, 3) uint8: RGB
     else:
-        image = Image.open(io.BytesIO(frame))
+        image = Image.open(io.BytesIO(frame)).convert("RGB")  # an opaque frame may be RGBA
     small = image.quantize(colors=256, method=Image.Quantize.FASTOCTREE,
                            dither=Image.Dither.NONE)
     out = io.BytesIO()
