@@ -152,8 +152,6 @@ def fast_attention(q, k, v, mask=None, scale=None, *, causal=False, threads=None
     (2, 50, 8)
     """
     q, k, v, mask, scale, causal, lead = _check_inputs(q, k, v, mask, scale, causal)
-    dtype = np.result_type(q, k, v)
-    n_q, n_k, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     threads = DEFAULT_THREADS if threads is None else threads
     block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
     if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
@@ -161,6 +159,20 @@ def fast_attention(q, k, v, mask=None, scale=None, *, causal=False, threads=None
     if isinstance(block_bytes, bool) or not isinstance(block_bytes, (int, np.integer)) \
             or block_bytes < 1:
         raise ValueError(f"block_bytes must be an integer >= 1, got {block_bytes!r}")
+    # BLAS on one thread while the pool runs (attn_core.threads): otherwise every worker's
+    # small product would wake all of BLAS's own threads, two levels fighting for the cores.
+    with blas_threads(1):
+        out = _fast_core(q, k, v, mask, scale, causal, lead, threads, block_bytes)
+    check_result(out, "the output")
+    return out
+
+
+def _fast_core(q, k, v, mask, scale, causal, lead, threads, block_bytes):
+    """:func:`fast_attention` on checked arguments (``lead`` the broadcast leading dims),
+    without its BLAS limit and its final check: for a caller that already holds BLAS to one
+    thread and checks its own result (SmolLM2's prefill, :mod:`attn_core.model.llm_fast`)."""
+    dtype = np.result_type(q, k, v)
+    n_q, n_k, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
 
     # every operand as a (batch, n, d) stack over the broadcast leading dims
     size = int(np.prod(lead))
@@ -213,13 +225,9 @@ def fast_attention(q, k, v, mask=None, scale=None, *, causal=False, threads=None
             allowed[:, i0:stop] &= ~later
         return allowed.any(axis=-1, keepdims=True)
 
-    # BLAS on one thread while the pool runs (attn_core.threads): otherwise every worker's
-    # small product would wake all of BLAS's own threads, two levels fighting for the cores.
-    with blas_threads(1):
-        if threads == 1 or len(tasks) == 1:
-            for task in tasks:
-                run(task)
-        else:
-            list(_pool(threads).map(run, tasks))  # list(): re-raise a worker's exception here
-    check_result(out, "the output")
+    if threads == 1 or len(tasks) == 1:
+        for task in tasks:
+            run(task)
+    else:
+        list(_pool(threads).map(run, tasks))  # list(): re-raise a worker's exception here
     return out.reshape(*lead, n_q, d_v)  # (B, n_q, d_v) -> (..., n_q, d_v)
