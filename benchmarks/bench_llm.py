@@ -186,7 +186,7 @@ def main():
         r = ratio(times, "ours", "theirs")
         shares = "-"
         if floor_steps:
-            shares = ", ".join(f"{100 * med['floor'] / (med[k] / floor_steps):.0f}%"
+            shares = ", ".join(f"{100 * med['floor'] / med[k]:.0f}%"  # same steps each
                                if k in med else "-" for k in ("ours", "reference", "theirs"))
         md.append(f"| {label} | {rate(floor_steps or 1, med, 'floor') if floor_steps else '-'}"
                   f" | {rate(n_tokens, med, 'ours')} | {rate(n_tokens, med, 'reference')} | "

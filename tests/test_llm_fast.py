@@ -22,7 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from attn_core.model.llm import LLMConfig
-from attn_core.model.llm_fast import LLMDecoder
+from attn_core.model.llm_fast import LLMDecoder, stack_matrices
 from attn_core.nn import forward_cached, next_token_probs, prefill
 from attn_core.nn.generate import CachedEngine, sample_loop
 
@@ -48,6 +48,11 @@ def test_random_llms_match_the_float64_loop_and_the_cached_path(case, split):
     got = _decode_all(LLMDecoder(params, config, len(ids)), ids, n_prompt)
     want = reference_llm(params, config, ids, lambda i, j: j <= i)[n_prompt - 1:]
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+    stacked = stack_matrices(params, config.n_layers)  # the loader's layout: fewer products
+    decoder = LLMDecoder(stacked, config, len(ids))
+    assert all(w is not None for pair in decoder.stacked for w in pair)
+    np.testing.assert_allclose(_decode_all(decoder, ids, n_prompt), want, rtol=1e-10,
+                               atol=1e-10)
     logits, caches = prefill(params, config, ids[:n_prompt])
     cached = [logits[-1]]
     for t in ids[n_prompt:]:
@@ -65,6 +70,22 @@ def test_both_rope_pairings_match_the_cached_path(pairing):
     got = _decode_all(LLMDecoder(params, config, 20), ids, 13)
     want = prefill(params, config, ids)[0][12:]  # rows 12..19: after tokens 13..20
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+def test_stack_matrices_keeps_every_value_and_layout():
+    config = LLMConfig(vocab_size=5, n_ctx=8, d_model=6, n_heads=3, n_kv_heads=1, n_layers=2,
+                       d_ff=4, rope_base=100.0)
+    params = {k: v if v.ndim == 1 or k in ("wte", "w_unembed") else np.ascontiguousarray(v.T).T
+              for k, v in random_llm(config, 1).items()}  # (in, out) views of (out, in)
+    stacked = stack_matrices(params, config.n_layers)
+    assert set(stacked) == set(params)
+    for name, value in params.items():
+        np.testing.assert_array_equal(stacked[name], value)
+        assert stacked[name].strides == value.strides
+    w_q, w_v = stacked["h1.attn.w_q"], stacked["h1.attn.w_v"]
+    assert w_q.base is w_v.base and w_q.base.shape == (6 + 2 + 2, 6)
+    decoder = LLMDecoder(params, config, 2)  # separate arrays: the separate products
+    assert decoder.stacked[0] == (None, None)
 
 
 def test_the_buffers_refuse_a_token_past_their_capacity():
