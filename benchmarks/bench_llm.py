@@ -159,7 +159,13 @@ def main():
     blas = [f"{i['internal_api']} {i.get('version', '')} ({i['num_threads']} threads)"
             for i in threadpool_info() if i["user_api"] == "blas"]
     load_start = os.getloadavg()
-    md = ["## SmolLM2-135M-Instruct, numpy against PyTorch (`benchmarks/bench_llm.py`)", ""]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.strip() or "unknown"
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                           capture_output=True, text=True).stdout.strip()
+    md = ["## SmolLM2-135M-Instruct, numpy against PyTorch (`benchmarks/bench_llm.py`)", "",
+          f"Run on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} from commit {commit}"
+          f"{' (with uncommitted changes)' if dirty else ''}.", ""]
     md += list(_machine.describe(threadpool_info(), OVERRIDES))
     md += [f"- numpy side: attn_core.model.llm_fast.LLMDecoder (what `chat` runs; its prefill "
            f"through attn_core.fast's causal attention), and the course's readable cached step "
