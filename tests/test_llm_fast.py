@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_llm_layers import random_llm, reference_llm, small_llms
 
 from attn_core.model.llm import LLMConfig
 from attn_core.model.llm_fast import LLMDecoder, stack_matrices
@@ -27,7 +28,6 @@ from attn_core.nn import forward_cached, next_token_probs, prefill
 from attn_core.nn.generate import CachedEngine, sample_loop
 
 from reference import FAST, assert_clear_error
-from test_llm_layers import random_llm, reference_llm, small_llms
 
 llm_generate_module = importlib.import_module("attn_core.model.llm_generate")
 
