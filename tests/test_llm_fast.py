@@ -48,7 +48,7 @@ def test_random_llms_match_the_float64_loop_and_the_cached_path(case, split):
     got = _decode_all(LLMDecoder(params, config, len(ids)), ids, n_prompt)
     want = reference_llm(params, config, ids, lambda i, j: j <= i)[n_prompt - 1:]
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
-    stacked = stack_matrices(params, config.n_layers)  # the loader's layout: fewer products
+    stacked = stack_matrices(dict(params), config.n_layers)  # the loader's: fewer products
     decoder = LLMDecoder(stacked, config, len(ids))
     assert all(w is not None for pair in decoder.stacked for w in pair)
     np.testing.assert_allclose(_decode_all(decoder, ids, n_prompt), want, rtol=1e-10,
@@ -77,7 +77,7 @@ def test_stack_matrices_keeps_every_value_and_layout():
                        d_ff=4, rope_base=100.0)
     params = {k: v if v.ndim == 1 or k in ("wte", "w_unembed") else np.ascontiguousarray(v.T).T
               for k, v in random_llm(config, 1).items()}  # (in, out) views of (out, in)
-    stacked = stack_matrices(params, config.n_layers)
+    stacked = stack_matrices(dict(params), config.n_layers)
     assert set(stacked) == set(params)
     for name, value in params.items():
         np.testing.assert_array_equal(stacked[name], value)

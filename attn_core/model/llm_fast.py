@@ -57,7 +57,9 @@ STACKED = (("attn.w_q", "attn.w_k", "attn.w_v"), ("mlp.w_gate", "mlp.w_up"))
 
 
 def stack_matrices(params, n_layers):
-    """``params`` with each block's :data:`STACKED` groups made views of ONE array.
+    """``params`` with each block's :data:`STACKED` groups made views of ONE array, in place
+    (each group's separate arrays are let go as soon as it is stacked: a load never holds
+    two copies of the weights).
 
     Parameters
     ----------
@@ -68,12 +70,12 @@ def stack_matrices(params, n_layers):
     Returns
     -------
     dict
-        The same names and values; ``w_q``, ``w_k``, ``w_v`` (and ``w_gate``, ``w_up``) are
+        ``params`` itself: the same names and values; ``w_q``, ``w_k``, ``w_v`` (and ``w_gate``, ``w_up``) are
         now the views ``rows[a:b].T`` of one C-ordered ``(out_q + out_k + out_v, in)`` array
         (the (out, in) layout of a GGUF file), so their layout is that of the file's own
         matrices and one product ``rows @ x`` computes all of them.
     """
-    out = dict(params)
+    out = params
     for i in range(n_layers):
         for group in STACKED:
             names = [f"h{i}.{k}" for k in group]
