@@ -70,10 +70,11 @@ def stack_matrices(params, n_layers):
     Returns
     -------
     dict
-        ``params`` itself: the same names and values; ``w_q``, ``w_k``, ``w_v`` (and ``w_gate``, ``w_up``) are
-        now the views ``rows[a:b].T`` of one C-ordered ``(out_q + out_k + out_v, in)`` array
-        (the (out, in) layout of a GGUF file), so their layout is that of the file's own
-        matrices and one product ``rows @ x`` computes all of them.
+        ``params`` itself: the same names and values; ``w_q``, ``w_k``, ``w_v`` (and
+        ``w_gate``, ``w_up``) are now the views ``rows[a:b].T`` of one C-ordered
+        ``(out_q + out_k + out_v, in)`` array (the (out, in) layout of a GGUF file), so
+        their layout is that of the file's own matrices and one product ``rows @ x``
+        computes all of them.
     """
     out = params
     for i in range(n_layers):
