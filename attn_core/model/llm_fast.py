@@ -231,7 +231,8 @@ class LLMDecoder:
                 w_qkv, w_gu = self.stacked[i]
                 a = _rms_norm_parts(x, g1, self.eps)[0]  # (d,)
                 if w_qkv is not None:  # one product for q, k and v
-                    q, k, v = np.split(w_qkv @ a, (h * dh, (h + kv) * dh))
+                    qkv = w_qkv @ a  # (h dh + 2 kv dh,): sliced, not np.split (its overhead)
+                    q, k, v = qkv[:h * dh], qkv[h * dh:(h + kv) * dh], qkv[(h + kv) * dh:]
                 else:
                     q, k, v = w_q @ a, w_k @ a, w_v @ a
                 q = _turn(q.reshape(h, dh), cos, sin, self.pairing)
@@ -247,7 +248,8 @@ class LLMDecoder:
                 x = x + w_o @ heads.reshape(-1)  # heads in order j = kv_head * g + member
                 a = _rms_norm_parts(x, g2, self.eps)[0]
                 if w_gu is not None:  # one product for the gate and the up projection
-                    gate, up = np.split(w_gu @ a, 2)
+                    gu = w_gu @ a  # (2 d_ff,)
+                    gate, up = gu[:len(gu) // 2], gu[len(gu) // 2:]
                 else:
                     gate, up = w_g @ a, w_u @ a  # (d_ff,) each
                 x = x + w_d @ _silu_times(gate, up)
