@@ -42,6 +42,7 @@ import numpy as np
 from .._validate import check_finite, perturb_init
 from . import gguf_layout
 from .llm import LLMConfig, llm_param_shapes
+from .llm_fast import stack_matrices
 from .pretrained import _sha256
 
 __all__ = ["ARCHITECTURE", "FILE_NAME", "FILE_SHA256", "GGUF_NAMES", "LLMFileError",
@@ -207,7 +208,9 @@ def read_gguf(path):
     -------
     params : dict of float32 ndarray
         The names of :func:`attn_core.model.llm.llm_param_shapes`; every matrix (in, out) as
-        the view ``W.T`` of the file's (out, in) tensor; ``w_unembed`` is ``wte.T`` unless
+        the view ``W.T`` of the file's (out, in) tensor (a block's ``w_q``, ``w_k``, ``w_v``,
+        and its ``w_gate``, ``w_up``, views of one stacked array:
+        :func:`attn_core.model.llm_fast.stack_matrices`); ``w_unembed`` is ``wte.T`` unless
         the file has its own ``output.weight``.
     config : LLMConfig
     metadata : dict
@@ -242,6 +245,8 @@ def read_gguf(path):
                                       (config.vocab_size, config.d_model), path).T
     else:
         params["w_unembed"] = params["wte"].T  # tied: (vocab, d) -> view (d, vocab)
+    # q, k, v (and gate, up) as rows of one array each: one product per group in decoding
+    params = stack_matrices(params, config.n_layers)
     return params, config, _tokenizer_fields(header)
 
 

@@ -1,6 +1,7 @@
 """Talking to SmolLM2: text in, an answer out, decoded token by token through the course's
 one cached decoding loop (:func:`attn_core.nn.generate.sample_loop`: per-layer KV caches of
-3 key/value heads, rotary positions at each new token's place).
+3 key/value heads, rotary positions at each new token's place), the model run by
+:class:`attn_core.model.llm_fast.LLMDecoder` (the arguments checked here, once).
 
 Greedy decoding (``greedy=True``: always the most likely token) or sampling with a
 temperature and top-k (:func:`attn_core.nn.next_token_probs`); the answer stops at
@@ -19,6 +20,7 @@ Public API
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -27,6 +29,7 @@ from ..nn.embeddings import check_ids
 from ..nn.generate import Generation, check_temperature, check_top_k, sample_loop
 from ..threads import blas_threads
 from .llm import _bad_weight, _check_config, _check_params
+from .llm_fast import LLMDecoder
 from .llm_file import load_llm
 from .llm_tokenizer import IM_END, chat_prompt, llm_tokenizer
 
@@ -131,7 +134,8 @@ def llm_generate(prompt_ids, max_new=64, *, greedy=False, temperature=1.0, top_k
         with blas_threads():
             gen = sample_loop(params, config, prompt, max_new, temperature, top_k,
                               np.random.default_rng(seed), keep, n_ctx=context,
-                              stop_ids=stop_ids, on_token=on_token)
+                              stop_ids=stop_ids, on_token=on_token,
+                              engine=partial(LLMDecoder, params, config))
     except ValueError:
         bad = _bad_weight(params)  # the cause (a NaN weight), not the overflow it led to
         if bad is not None:
