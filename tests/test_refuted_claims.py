@@ -70,7 +70,8 @@ def tracked_text_files(root=ROOT):
                            check=True).stdout.split("\n")
     for name in names:
         path = root / name
-        if name and not name.startswith(NOT_SEARCHED_UNDER) and path.suffix in TEXT_SUFFIXES and path.is_file():
+        searched = name and not name.startswith(NOT_SEARCHED_UNDER)
+        if searched and path.suffix in TEXT_SUFFIXES and path.is_file():
             yield name, path
 
 
