@@ -192,11 +192,11 @@ CHECK_XDIST := $(if $(filter 1,$(CHECK_JOBS)),,-n $(CHECK_JOBS) --dist loadfile)
 # runs the kernels of a CPU without AVX-512. Never touch OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE.
 NO_AVX512 := X86_V4 AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR
 # The notebooks whose outputs come from trained weights (loaded in 11, 16 and 17, trained in 12,
-# 14 and 15): re-run with every initial or loaded weight nudged by one ulp (ATTN_CORE_PERTURB_INIT=1).
+# 14, 15 and 19): re-run with every initial or loaded weight nudged by one ulp (ATTN_CORE_PERTURB_INIT=1).
 PERTURBED_NOTEBOOKS := notebooks/11-a-real-model.ipynb notebooks/12-learning-attention.ipynb \
   $(wildcard notebooks/14-*.ipynb) $(wildcard notebooks/15-*.ipynb) $(wildcard notebooks/16-*.ipynb) \
   $(wildcard notebooks/17-*.ipynb) \
-  $(wildcard notebooks/18-*.ipynb)
+  $(wildcard notebooks/18-*.ipynb) $(wildcard notebooks/19-*.ipynb)
 # What make check leaves to make test: tests marked slow (the GPT's training re-run among them),
 # those marked explorer (every explorer built, driven and its frames read: 200 s of CPU, more
 # than half of what the rest of make check takes; make test-explorers runs them alone),

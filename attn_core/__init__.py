@@ -14,6 +14,10 @@ The maths modules are pure numpy and never print or plot:
 * :mod:`attn_core.positions` -- sinusoidal encodings, rotary embeddings (RoPE), ALiBi's bias
 * :mod:`attn_core.linear_attention` -- attention with a feature map: quadratic, linear and
   recurrent forms, decoding with a fixed-size state
+* :mod:`attn_core.decay`     -- decayed linear attention (RetNet, GLA, Mamba-2): recurrent,
+  masked and chunked forms, the decay mask, the backward pass
+* :mod:`attn_core.delta_rule` -- DeltaNet and Gated DeltaNet: recurrent and chunked (WY / UT)
+  forms, the backward pass
 * :mod:`attn_core.sparse`    -- strided, fixed, local + global and BigBird patterns; block-sparse
   attention; how many layers connect two positions
 * :mod:`attn_core.latent`    -- multi-head latent attention (MLA) and its latent cache

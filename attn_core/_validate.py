@@ -326,3 +326,61 @@ def perturb_init(w):
         return w
     w = np.asarray(w)
     return np.nextafter(w, np.inf).astype(w.dtype, copy=False)
+
+
+def immutable_array(x):
+    """``x`` as an ndarray that no one can write, nor make writeable again.
+
+    A view of an immutable ``bytes`` copy of ``x``: numpy cannot make an array over a
+    ``bytes`` object writeable, so ``a.flags.writeable = True`` raises ValueError (a plain
+    read-only view could be made writeable again). ``x`` is returned as it is when it is
+    such a view already (no second copy). Shared by the KV cache and linear attention's
+    state, the two memories a decoder carries.
+
+    Parameters
+    ----------
+    x : array_like
+        Copied once; the caller's array is neither frozen nor changed.
+
+    Returns
+    -------
+    ndarray
+        Same shape and dtype as ``x``, read-only for good.
+
+    Examples
+    --------
+    >>> a = immutable_array(np.zeros(3))
+    >>> a.flags.writeable
+    False
+    >>> immutable_array(a) is a
+    True
+    """
+    x = np.asarray(x)
+    base = x
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, bytes):  # already such a view (e.g. kept whole by an eviction)
+        return x
+    return np.frombuffer(np.ascontiguousarray(x).tobytes(), dtype=x.dtype).reshape(x.shape)
+
+
+def check_qkv(q, k, v):
+    """``q``, ``k``, ``v`` as float arrays of their common dtype, or a clear error.
+
+    ``q`` of shape ``(..., n_q, d_k)``, ``k`` of ``(..., n_k, d_k)``, ``v`` of
+    ``(..., n_k, d_v)``: the queries and keys share ``d_k`` (they meet in a dot product),
+    the keys and values share ``n_k`` (one value per key), and the batch dimensions
+    broadcast.
+    """
+    q = as_float_array(q, "q", min_ndim=2)
+    k = as_float_array(k, "k", min_ndim=2)
+    v = as_float_array(v, "v", min_ndim=2)
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must have the same last dimension d_k (each query meets each "
+                         f"key in a dot product), got q of shape {q.shape} and k of shape "
+                         f"{k.shape}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v must have the same number of positions n_k (one value per "
+                         f"key), got k of shape {k.shape} and v of shape {v.shape}")
+    batch_shape({"q": q.shape, "k": k.shape, "v": v.shape})
+    return to_common_dtype(q, k, v)

@@ -34,6 +34,7 @@ from ._validate import (
     check_float_dtype,
     check_positive_int,
     check_scale,
+    immutable_array,
 )
 from .attention import attention
 from .multihead import _check_kv_heads
@@ -67,7 +68,7 @@ class KVCache:
 
     def __post_init__(self):
         for name in ("keys", "values"):
-            object.__setattr__(self, name, _immutable(getattr(self, name)))
+            object.__setattr__(self, name, immutable_array(getattr(self, name)))
         if self.seen is None:
             object.__setattr__(self, "seen", self.keys.shape[-2])
 
@@ -80,19 +81,6 @@ class KVCache:
     def nbytes(self):
         """Bytes the cache holds: keys plus values."""
         return self.keys.nbytes + self.values.nbytes
-
-
-def _immutable(x):
-    """``x`` as an ndarray that no one can write, nor make writeable again: a view of an
-    immutable ``bytes`` copy of ``x`` (``x`` itself as it is when it is such a view already)."""
-    x = np.asarray(x)
-    base = x
-    while isinstance(base, np.ndarray):
-        base = base.base
-    if isinstance(base, bytes):  # a cache's own array (e.g. kept whole by an eviction)
-        return x
-    # (..., t, d): numpy cannot make an array over a bytes object writeable
-    return np.frombuffer(np.ascontiguousarray(x).tobytes(), dtype=x.dtype).reshape(x.shape)
 
 
 def empty_cache(d_k, d_v=None, batch=(), dtype="float64", window=None, n_sink=0):

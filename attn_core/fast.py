@@ -21,7 +21,9 @@ module computes the same output (not the weights) with four levers, each measure
   last query are visited.
 """
 
+import functools
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -52,6 +54,31 @@ SAFE_BOUND = {np.dtype(np.float32): 40.0, np.dtype(np.float64): 300.0}
 DEFAULT_THREADS = os.cpu_count() or 1
 
 _POOLS = {}
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(name, shape, dtype):
+    """This thread's reusable buffer ``name`` viewed as ``shape``: a block's scores are
+    written into the same memory block after block (no new array, no fresh pages, per
+    block). It grows to the largest block asked for; at most a few blocks of
+    :data:`BLOCK_BYTES` per thread stay allocated."""
+    size = int(np.prod(shape))
+    buf = getattr(_SCRATCH, name, None)
+    if buf is None or buf.dtype != dtype or buf.size < size:
+        buf = np.empty(size, dtype=dtype)
+        setattr(_SCRATCH, name, buf)
+    return buf[:size].reshape(shape)
+
+
+@functools.lru_cache(maxsize=16)
+def _later(rows, cols):
+    """(rows, cols) bool, True where key ``i0 + j`` comes after query ``i0 + i`` (``j > i``):
+    the causal mask of a block's diagonal part, the same for every block of that size."""
+    later = np.arange(cols) > np.arange(rows)[:, None]
+    later.flags.writeable = False
+    return later
 
 
 def _pool(threads):
@@ -152,8 +179,6 @@ def fast_attention(q, k, v, mask=None, scale=None, *, causal=False, threads=None
     (2, 50, 8)
     """
     q, k, v, mask, scale, causal, lead = _check_inputs(q, k, v, mask, scale, causal)
-    dtype = np.result_type(q, k, v)
-    n_q, n_k, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     threads = DEFAULT_THREADS if threads is None else threads
     block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
     if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
@@ -161,6 +186,20 @@ def fast_attention(q, k, v, mask=None, scale=None, *, causal=False, threads=None
     if isinstance(block_bytes, bool) or not isinstance(block_bytes, (int, np.integer)) \
             or block_bytes < 1:
         raise ValueError(f"block_bytes must be an integer >= 1, got {block_bytes!r}")
+    # BLAS on one thread while the pool runs (attn_core.threads): otherwise every worker's
+    # small product would wake all of BLAS's own threads, two levels fighting for the cores.
+    with blas_threads(1):
+        out = _fast_core(q, k, v, mask, scale, causal, lead, threads, block_bytes)
+    check_result(out, "the output")
+    return out
+
+
+def _fast_core(q, k, v, mask, scale, causal, lead, threads, block_bytes):
+    """:func:`fast_attention` on checked arguments (``lead`` the broadcast leading dims),
+    without its BLAS limit and its final check: for a caller that already holds BLAS to one
+    thread and checks its own result (SmolLM2's prefill, :mod:`attn_core.model.llm_fast`)."""
+    dtype = np.result_type(q, k, v)
+    n_q, n_k, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
 
     # every operand as a (batch, n, d) stack over the broadcast leading dims
     size = int(np.prod(lead))
@@ -187,8 +226,9 @@ def fast_attention(q, k, v, mask=None, scale=None, *, causal=False, threads=None
     def _run(task):
         b, i0, i1 = task
         stop = min(n_k, i1) if causal else n_k  # keys after the block's last query: skipped
-        s = np.matmul(qs[b, i0:i1], ks[b, :stop].T)  # (r, d_k) @ (d_k, stop) -> (r, stop)
-        later = np.arange(i0, stop) > np.arange(i0, i1)[:, None]  # (r, stop - i0)
+        # (r, d_k) @ (d_k, stop) -> (r, stop), into this thread's reused buffer
+        s = np.matmul(qs[b, i0:i1], ks[b, :stop].T, out=_scratch("s", (i1 - i0, stop), dtype))
+        later = _later(i1 - i0, stop - i0) if causal else None  # (r, stop - i0)
         if causal and stop > i0 + 1:  # only the block's diagonal part has later keys
             np.copyto(s[:, i0:stop], -np.inf, where=later)
         if masks is not None:
@@ -199,7 +239,8 @@ def fast_attention(q, k, v, mask=None, scale=None, *, causal=False, threads=None
             row_max[np.isneginf(row_max)] = 0  # a fully masked row: shift by 0, exp gives 0
             np.subtract(s, row_max, out=s)
         np.exp(s, out=s)
-        acc = np.matmul(s, v1[b, :stop])  # (r, stop) @ (stop, d_v + 1) -> (r, d_v + 1)
+        # (r, stop) @ (stop, d_v + 1) -> (r, d_v + 1)
+        acc = np.matmul(s, v1[b, :stop], out=_scratch("acc", (i1 - i0, d_v + 1), dtype))
         total = acc[:, d_v:]  # (r, 1): the row sums of exp
         np.divide(acc[:, :d_v], total, out=out[b, i0:i1], where=total > 0)
         out[b, i0:i1][total[:, 0] == 0] = 0  # rows with no allowed key
@@ -209,17 +250,13 @@ def fast_attention(q, k, v, mask=None, scale=None, *, causal=False, threads=None
         if masks is None:
             return np.ones((i1 - i0, 1), dtype=bool)  # causal or not, every row sees a key
         allowed = masks[b, i0:i1, :stop].copy()  # (r, stop)
-        if causal and stop > i0 + 1:
+        if causal and stop > i0 + 1:  # later: (r, stop - i0), True above the diagonal
             allowed[:, i0:stop] &= ~later
         return allowed.any(axis=-1, keepdims=True)
 
-    # BLAS on one thread while the pool runs (attn_core.threads): otherwise every worker's
-    # small product would wake all of BLAS's own threads, two levels fighting for the cores.
-    with blas_threads(1):
-        if threads == 1 or len(tasks) == 1:
-            for task in tasks:
-                run(task)
-        else:
-            list(_pool(threads).map(run, tasks))  # list(): re-raise a worker's exception here
-    check_result(out, "the output")
+    if threads == 1 or len(tasks) == 1:
+        for task in tasks:
+            run(task)
+    else:
+        list(_pool(threads).map(run, tasks))  # list(): re-raise a worker's exception here
     return out.reshape(*lead, n_q, d_v)  # (B, n_q, d_v) -> (..., n_q, d_v)

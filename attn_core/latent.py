@@ -29,7 +29,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validate import as_float_array, check_positive_int, check_result, perturb_init
+from ._validate import (
+    as_float_array,
+    check_float_dtype,
+    check_positive_int,
+    check_result,
+    perturb_init,
+)
 from .attention import attention
 from .decoding import KVCache, append_kv, empty_cache
 from .multihead import merge_heads, split_heads
@@ -60,6 +66,35 @@ class MLAWeights:
     w_kr: np.ndarray
     w_o: np.ndarray
     h: int
+
+    def __post_init__(self):
+        h = check_positive_int(self.h, "h")
+        names = ("w_dkv", "w_uk", "w_uv", "w_q", "w_qr", "w_kr", "w_o")
+        arrays = {n: as_float_array(getattr(self, n), n) for n in names}
+        for name, arr in arrays.items():
+            if arr.ndim != 2:
+                raise ValueError(f"{name} must be a matrix (fan_in, fan_out), got shape "
+                                 f"{arr.shape}")
+            object.__setattr__(self, name, arr)
+        d_model, d_c = arrays["w_dkv"].shape
+        d_r = arrays["w_kr"].shape[1]
+        hd = arrays["w_uk"].shape[1]
+        want = {"w_uk": (d_c, hd), "w_uv": (d_c, hd), "w_q": (d_model, hd),
+                "w_qr": (d_model, h * d_r), "w_kr": (d_model, d_r), "w_o": (hd, d_model)}
+        layout = {"w_uk": "(d_c, h * d_h)", "w_uv": "(d_c, h * d_h)",
+                  "w_q": "(d_model, h * d_h)", "w_qr": "(d_model, h * d_r)",
+                  "w_kr": "(d_model, d_r)", "w_o": "(h * d_h, d_model)"}
+        for name, shape in want.items():
+            if arrays[name].shape != shape:
+                raise ValueError(
+                    f"{name} must have shape {layout[name]} = {shape} (d_model = {d_model} "
+                    f"and d_c = {d_c} from w_dkv, h * d_h = {hd} from w_uk, d_r = {d_r} from "
+                    f"w_kr, h = {h}), got {arrays[name].shape}")
+        if hd % h:
+            raise ValueError(f"w_uk's {hd} columns must split into h = {h} heads of d_h each")
+        if d_r % 2:
+            raise ValueError(f"d_r (the columns of w_kr) must be even (RoPE turns pairs of "
+                             f"features), got {d_r}")
 
     @property
     def d_c(self):
@@ -95,6 +130,7 @@ def init_mla(d_model, h, d_head, d_c, d_rope, rng, dtype="float64"):
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), "
                         f"got {type(rng).__name__}")
+    dtype = check_float_dtype(dtype)  # an integer dtype would round every weight to 0
 
     def draw(rows, cols):
         # perturb_init: unchanged unless CI's rounding test asks for a one-ulp nudge

@@ -32,8 +32,10 @@ from ._validate import (
     check_float_dtype,
     check_mask,
     check_positive_int,
+    check_qkv,
     check_result,
-    to_common_dtype,
+    checked_later,
+    immutable_array,
 )
 
 __all__ = ["LinearState", "elu_feature_map", "empty_linear_state", "linear_attention",
@@ -65,20 +67,6 @@ def elu_feature_map(x):
     """
     x = as_float_array(x, "x", min_ndim=2)
     return np.where(x > 0, x + 1, np.exp(np.minimum(x, 0)))
-
-
-def _check_qkv(q, k, v):
-    q = as_float_array(q, "q", min_ndim=2)
-    k = as_float_array(k, "k", min_ndim=2)
-    v = as_float_array(v, "v", min_ndim=2)
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q and k must have the same last dimension d_k (phi(q) . phi(k) is "
-                         f"a dot product), got q of shape {q.shape} and k of shape {k.shape}")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"k and v must have the same number of positions n_k (one value per "
-                         f"key), got k of shape {k.shape} and v of shape {v.shape}")
-    batch_shape({"q": q.shape, "k": k.shape, "v": v.shape})
-    return to_common_dtype(q, k, v)
 
 
 def _check_causal(causal, q, k):
@@ -121,7 +109,7 @@ def linear_attention_quadratic(q, k, v, causal=False, mask=None):
     >>> w.tolist(), out.tolist()  # phi(0) = 1: every similarity equal, an even average
     ([[0.5, 0.5], [0.5, 0.5]], [[2.0], [2.0]])
     """
-    q, k, v = _check_qkv(q, k, v)
+    q, k, v = check_qkv(q, k, v)
     causal = _check_causal(causal, q, k)
     allowed = True
     if mask is not None:
@@ -129,8 +117,10 @@ def linear_attention_quadratic(q, k, v, causal=False, mask=None):
                                     k.shape[-2]))
     if causal:
         allowed = np.tri(q.shape[-2], dtype=bool) & allowed  # later keys: similarity 0
-    weights = _linear_weights(q, k, allowed)
-    out = weights @ v  # (..., n_q, n_k) @ (..., n_k, d_v) -> (..., n_q, d_v)
+    with checked_later():  # an overflow is reported by check_result, not by a warning
+        weights = _linear_weights(q, k, allowed)
+        out = weights @ v  # (..., n_q, n_k) @ (..., n_k, d_v) -> (..., n_q, d_v)
+    check_result(weights, "the weights phi(q) . phi(k) / their row's total")
     check_result(out, "the output (weights @ v)")
     return out, weights
 
@@ -183,16 +173,17 @@ def linear_attention(q, k, v, causal=False, chunk=CHUNK):
     >>> bool(np.allclose(a, b, rtol=0, atol=1e-12))
     True
     """
-    q, k, v = _check_qkv(q, k, v)
+    q, k, v = check_qkv(q, k, v)
     causal = _check_causal(causal, q, k)
     chunk = check_positive_int(chunk, "chunk")
-    phi_q, phi_k = elu_feature_map(q), elu_feature_map(k)
-    if not causal:
-        s = phi_k.swapaxes(-1, -2) @ v  # (..., d_k, n_k) @ (..., n_k, d_v) -> (..., d_k, d_v)
-        z = phi_k.sum(axis=-2)  # (..., d_k)
-        out = (phi_q @ s) / (phi_q @ z[..., None])  # (..., n_q, d_v) / (..., n_q, 1)
-    else:
-        out = _causal_chunks(phi_q, phi_k, v, chunk)
+    with checked_later():  # an overflow is reported by check_result, not by a warning
+        phi_q, phi_k = elu_feature_map(q), elu_feature_map(k)
+        if not causal:
+            s = phi_k.swapaxes(-1, -2) @ v  # (..., d_k, n_k) @ (..., n_k, d_v) -> (..., d_k, d_v)
+            z = phi_k.sum(axis=-2)  # (..., d_k)
+            out = (phi_q @ s) / (phi_q @ z[..., None])  # (..., n_q, d_v) / (..., n_q, 1)
+        else:
+            out = _causal_chunks(phi_q, phi_k, v, chunk)
     check_result(out, "the output phi(q) S / phi(q) z")
     return out
 
@@ -226,7 +217,9 @@ class LinearState:
     seen : int -- tokens folded in so far
 
     Its size does not grow with ``seen``: where a KV cache keeps every key and value, this
-    keeps two sums. Both arrays are read-only.
+    keeps two sums. Both arrays are read-only and stay so, as a KV cache's do
+    (:func:`attn_core._validate.immutable_array`: ``state.s.flags.writeable = True`` raises
+    ValueError); the arrays passed in are copied once, never frozen.
     """
 
     s: np.ndarray
@@ -235,9 +228,7 @@ class LinearState:
 
     def __post_init__(self):
         for name in ("s", "z"):
-            view = np.asarray(getattr(self, name)).view()
-            view.flags.writeable = False
-            object.__setattr__(self, name, view)
+            object.__setattr__(self, name, immutable_array(getattr(self, name)))
 
     @property
     def nbytes(self):
@@ -306,12 +297,13 @@ def linear_decode_step(state, q_t, k_t, v_t):
         if x.shape[-1] != d:
             raise ValueError(f"{name} must have last dimension {d} like the state's S of shape "
                              f"{state.s.shape}, got shape {x.shape}")
-    phi_q = elu_feature_map(q_t[..., None, :])[..., 0, :]  # (..., d_k)
-    phi_k = elu_feature_map(k_t[..., None, :])[..., 0, :]  # (..., d_k)
-    s = state.s + phi_k[..., :, None] * v_t[..., None, :]  # (..., d_k, 1) * (..., 1, d_v)
-    z = state.z + phi_k  # (..., d_k)
-    num = (phi_q[..., None, :] @ s)[..., 0, :]  # (..., 1, d_k) @ (..., d_k, d_v) -> (..., d_v)
-    out = num / (phi_q * z).sum(axis=-1, keepdims=True)  # (..., d_v) / (..., 1)
+    with checked_later():  # an overflow is reported by check_result, not by a warning
+        phi_q = elu_feature_map(q_t[..., None, :])[..., 0, :]  # (..., d_k)
+        phi_k = elu_feature_map(k_t[..., None, :])[..., 0, :]  # (..., d_k)
+        s = state.s + phi_k[..., :, None] * v_t[..., None, :]  # (..., d_k, 1) * (..., 1, d_v)
+        z = state.z + phi_k  # (..., d_k)
+        num = (phi_q[..., None, :] @ s)[..., 0, :]  # (..., 1, d_k) @ (..., d_k, d_v)
+        out = num / (phi_q * z).sum(axis=-1, keepdims=True)  # (..., d_v) / (..., 1)
     check_result(out, "the output phi(q) S / phi(q) z")
     return out, LinearState(s, z, state.seen + 1)
 
@@ -339,7 +331,7 @@ def linear_attention_recurrent(q, k, v):
     >>> bool(np.allclose(out, linear_attention(q, k, v, causal=True), rtol=0, atol=1e-12))
     True
     """
-    q, k, v = _check_qkv(q, k, v)
+    q, k, v = check_qkv(q, k, v)
     _check_causal(True, q, k)
     lead = batch_shape({"q": q.shape, "k": k.shape, "v": v.shape})
     state = empty_linear_state(q.shape[-1], v.shape[-1], batch=lead, dtype=q.dtype)
@@ -382,15 +374,33 @@ def linear_weights_backward(q, k, weights, grad_weights):
     k = as_float_array(k, "k", min_ndim=2)
     a = as_float_array(weights, "weights", min_ndim=2, layout="(..., n_q, n_k)")
     da = as_float_array(grad_weights, "grad_weights", min_ndim=2, layout="(..., n_q, n_k)")
-    fq, fk = elu_feature_map(q), elu_feature_map(k)
-    allowed = a > 0  # every allowed similarity is positive (phi > 0)
-    p = np.where(allowed, fq @ fk.swapaxes(-1, -2), 0)  # (..., n_q, n_k)
-    r = p.sum(axis=-1, keepdims=True)  # (..., n_q, 1)
-    dp = np.where(allowed, (da - (da * a).sum(axis=-1, keepdims=True)) / r, 0)
-    d_fq = dp @ fk  # (..., n_q, n_k) @ (..., n_k, d_k) -> (..., n_q, d_k)
-    d_fk = dp.swapaxes(-1, -2) @ fq  # (..., n_k, n_q) @ (..., n_q, d_k) -> (..., n_k, d_k)
-    slope_q, slope_k = np.where(q > 0, 1, fq), np.where(k > 0, 1, fk)  # phi'(x)
-    return d_fq * slope_q, _sum_to(d_fk * slope_k, k.shape)
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must have the same last dimension d_k, got q of shape "
+                         f"{q.shape} and k of shape {k.shape}")
+    lead = batch_shape({"q": q.shape, "k": k.shape})
+    want = (q.shape[-2], k.shape[-2])
+    for arr, name in ((a, "weights"), (da, "grad_weights")):
+        if arr.shape[-2:] != want or batch_shape({"q": q.shape, name: arr.shape}) != lead:
+            raise ValueError(f"{name} must have shape (..., n_q, n_k) = (..., {want[0]}, "
+                             f"{want[1]}) with batch dimensions that q and k broadcast to, "
+                             f"got {arr.shape} for q of shape {q.shape} and k of shape "
+                             f"{k.shape}")
+    if a.shape != da.shape:
+        raise ValueError(f"weights and grad_weights must have the same shape (one derivative "
+                         f"per weight), got {a.shape} and {da.shape}")
+    with checked_later():  # an overflow is reported by check_result, not by a warning
+        fq, fk = elu_feature_map(q), elu_feature_map(k)
+        allowed = a > 0  # every allowed similarity is positive (phi > 0)
+        p = np.where(allowed, fq @ fk.swapaxes(-1, -2), 0)  # (..., n_q, n_k)
+        r = p.sum(axis=-1, keepdims=True)  # (..., n_q, 1)
+        dp = np.where(allowed, (da - (da * a).sum(axis=-1, keepdims=True)) / r, 0)
+        d_fq = dp @ fk  # (..., n_q, n_k) @ (..., n_k, d_k) -> (..., n_q, d_k)
+        d_fk = dp.swapaxes(-1, -2) @ fq  # (..., n_k, n_q) @ (..., n_q, d_k) -> (..., n_k, d_k)
+        slope_q, slope_k = np.where(q > 0, 1, fq), np.where(k > 0, 1, fk)  # phi'(x)
+        grad_q, grad_k = d_fq * slope_q, _sum_to(d_fk * slope_k, k.shape)
+    check_result(grad_q, "grad_q")
+    check_result(grad_k, "grad_k")
+    return grad_q, grad_k
 
 
 def _sum_to(x, shape):

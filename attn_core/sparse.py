@@ -18,7 +18,13 @@ the work of the empty blocks skipped.
 
 import numpy as np
 
-from ._validate import as_float_array, batch_shape, check_bool, check_positive_int
+from ._validate import (
+    batch_shape,
+    check_bool,
+    check_positive_int,
+    check_qkv,
+    check_seed,
+)
 from .attention import attention
 from .masks import causal_mask, receptive_field
 
@@ -159,7 +165,7 @@ def bigbird_mask(n, block, n_random=1, n_global=1, seed=0):
         generator). Default 1.
     n_global : int, optional
         The first ``n_global`` blocks see and are seen by every block. Default 1.
-    seed : int, optional
+    seed : int >= 0, optional
 
     Returns
     -------
@@ -181,7 +187,7 @@ def bigbird_mask(n, block, n_random=1, n_global=1, seed=0):
     n_global = check_positive_int(n_global, "n_global", minimum=0)
     nb = -(-n // block)  # blocks, the last possibly short
     layout = local_global_mask(nb, 1, n_global=min(n_global, nb))
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     for i in range(nb):
         free = np.flatnonzero(~layout[i])
         if len(free) and n_random:
@@ -275,9 +281,7 @@ def block_sparse_attention(q, k, v, mask, block=64, scale=None):
     >>> bool(np.allclose(a, attention(q, k, v, mask=m)[0], rtol=0, atol=1e-12))
     True
     """
-    q = as_float_array(q, "q", min_ndim=2)
-    k = as_float_array(k, "k", min_ndim=2)
-    v = as_float_array(v, "v", min_ndim=2)
+    q, k, v = check_qkv(q, k, v)  # d_k shared by q and k, one value per key
     m = _check_square_mask(mask)
     if m.shape != (q.shape[-2], k.shape[-2]):
         raise ValueError(f"mask must have shape (n_q, n_k) = {(q.shape[-2], k.shape[-2])}, "

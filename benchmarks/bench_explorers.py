@@ -9,7 +9,10 @@ are synchronous). Beside it: the naive redraw of the same figure, a full draw an
 bound: the inline backend also rebuilds the figure). Goal: median <= 50 ms. The column
 "image ms" is the time until the new PNG is on the Image widget, when an explorer sends its
 figure before it finishes (the GPT explorer sends the bars and the map, then draws its
-200-character sample): what the learner waits for before the figure changes.
+200-character sample): what the learner waits for before the figure changes. The column
+"CPU ms" is the process's CPU time for the change (``time.process_time``): on a busy machine
+the wall time waits for other processes, the CPU time much less (compare two trees by CPU
+time, their runs interleaved, and state the load).
 
 Run: ``MPLBACKEND=Agg .venv/bin/python benchmarks/bench_explorers.py`` (or ``make bench``).
 It prints a table; it is not a timed test.
@@ -137,29 +140,33 @@ def setups():
                                ("layer", "head", "window", "sinks")}
     ex = explorers.beyond_explorer()
     yield "beyond_explorer", ex, {name: ex.controls[name] for name in ("method", "n", "size")}
+    ex = explorers.recall_explorer()
+    yield "recall_explorer", ex, {name: ex.controls[name] for name in
+                                  ("mixer", "pairs", "d_state")}
 
 
 def time_control(explorer, widget):
     """Set the control to each value of its sweep (or of the ``(widget, values)`` given)."""
     widget, values = widget if isinstance(widget, tuple) else (widget, sweep(widget))
-    times, to_image, seen = [], [], []
+    times, to_image, cpu, seen = [], [], [], []
     watch = explorer.image.observe(lambda change: seen.append(time.perf_counter()),
                                    names="value")
     try:
         for value in values:
             seen.clear()
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             if isinstance(widget, W.Button):
                 widget.click()
             else:
                 widget.value = value
             end = time.perf_counter()
+            cpu.append(time.process_time() - start_cpu)
             times.append(end - start)
             to_image.append((seen[0] if seen else end) - start)
             assert explorer.errors == [], explorer.errors
     finally:
         explorer.image.unobserve(watch, names="value")
-    return np.array(times) * 1e3, np.array(to_image) * 1e3
+    return np.array(times) * 1e3, np.array(to_image) * 1e3, np.array(cpu) * 1e3
 
 
 def naive_ms(explorer):
@@ -171,18 +178,36 @@ def naive_ms(explorer):
     return float(np.median(times)) * 1e3
 
 
+def unfiltered_rgb_png(rgba, level):
+    """The explorers' PNG writer until issue 47 (the peer of ``png_table``): every row
+    unfiltered, the fourth byte of each pixel dropped (RGB)."""
+    import struct
+    import zlib
+
+    from attn_core.explorers.png import _SIGNATURE, _chunk
+
+    height, width = rgba.shape[:2]
+    rows = np.empty((height, 1 + 3 * width), dtype=np.uint8)
+    rows[:, 0] = 0
+    rows[:, 1:].reshape(height, width, 3)[...] = rgba[:, :, :3]
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (_SIGNATURE + _chunk(b"IHDR", header)
+            + _chunk(b"IDAT", zlib.compress(rows.data, level)) + _chunk(b"IEND", b""))
+
+
 def png_table(setups_, only, repeat=10):
-    """Each explorer's first frame encoded by the course's writer (attn_core.explorers.png)
-    and by Pillow at the same zlib level (its peer: the explorers' encoder until issue 31),
-    in one run: median ms, bytes, and Pillow / ours."""
+    """Each explorer's first frame encoded by the course's writer (attn_core.explorers.png),
+    by its writer until issue 47 (rows unfiltered, RGB) and by Pillow at the same zlib level
+    (the explorers' encoder until issue 31), interleaved in one run: median CPU ms (process
+    time: the machine may be busy), kB, and each peer / ours."""
     import io
 
     from PIL import Image
 
     from attn_core.explorers.png import ZLIB_LEVEL, rgb_png
 
-    print(f"{'explorer (first frame)':<29} {'pixels':>10} {'ours ms':>8} {'Pillow ms':>9} "
-          f"{'Pillow/ours':>11} {'ours kB':>8} {'Pillow kB':>9}")
+    print(f"{'explorer (first frame)':<29} {'pixels':>10} {'ours ms':>8} {'old/ours':>8} "
+          f"{'Pillow/ours':>11} {'ours kB':>8} {'old kB':>7} {'Pillow kB':>9}")
     seen = set()
     for name, explorer, _ in setups_:
         if only not in name or name in seen:
@@ -197,18 +222,20 @@ def png_table(setups_, only, repeat=10):
                 out, format="PNG", compress_level=ZLIB_LEVEL, optimize=False)
             return out.getvalue()
 
-        timed = {}
-        for label, encode in (("ours", lambda rgba=rgba: rgb_png(rgba)),
-                             ("pillow", pillow)):
-            times = []
-            for _ in range(repeat):
-                start = time.perf_counter()
-                data = encode()
-                times.append(time.perf_counter() - start)
-            timed[label] = (float(np.median(times)) * 1e3, len(data) / 1e3)
-        (ours, ours_kb), (theirs, theirs_kb) = timed["ours"], timed["pillow"]
-        print(f"{name:<29} {w * h:>10,} {ours:8.1f} {theirs:9.1f} {theirs / ours:10.2f}x "
-              f"{ours_kb:8.0f} {theirs_kb:9.0f}")
+        encoders = {"ours": lambda rgba=rgba: rgb_png(rgba),
+                    "old": lambda rgba=rgba: unfiltered_rgb_png(rgba, ZLIB_LEVEL),
+                    "pillow": pillow}
+        times = {label: [] for label in encoders}
+        for _ in range(repeat):  # interleaved: a burst of load falls on every writer
+            for label, encode in encoders.items():
+                start = time.process_time()
+                encode()
+                times[label].append(time.process_time() - start)
+        ms = {label: float(np.median(t)) * 1e3 for label, t in times.items()}
+        kb = {label: len(encode()) / 1e3 for label, encode in encoders.items()}
+        print(f"{name:<29} {w * h:>10,} {ms['ours']:8.1f} {ms['old'] / ms['ours']:7.2f}x "
+              f"{ms['pillow'] / ms['ours']:10.2f}x {kb['ours']:8.0f} {kb['old']:7.0f} "
+              f"{kb['pillow']:9.0f}")
 
 
 def load_average():
@@ -236,28 +263,30 @@ def main():
         if args.only not in name:
             continue
         for label, widget in controls.items():
-            ms, image_ms = time_control(explorer, widget)
-            per_explorer.setdefault(name, []).append(ms)
-            rows.append((name, label, ms, image_ms))
+            ms, image_ms, cpu_ms = time_control(explorer, widget)
+            per_explorer.setdefault(name, []).append((ms, cpu_ms))
+            rows.append((name, label, ms, image_ms, cpu_ms))
         if name not in naive:
             naive[name] = naive_ms(explorer)
     print(f"{'explorer':<29} {'control':<12} {'median ms':>9} {'p95 ms':>8} {'naive ms':>9} "
-          f"{'naive/median':>12} {'image ms':>9}")
-    for name, label, ms, image_ms in rows:
+          f"{'naive/median':>12} {'image ms':>9} {'CPU ms':>7}")
+    for name, label, ms, image_ms, cpu_ms in rows:
         med = float(np.median(ms))
         print(f"{name:<29} {label:<12} {med:9.1f} {np.percentile(ms, 95):8.1f} "
-              f"{naive[name]:9.1f} {naive[name] / med:11.1f}x {np.median(image_ms):9.1f}")
+              f"{naive[name]:9.1f} {naive[name] / med:11.1f}x {np.median(image_ms):9.1f} "
+              f"{np.median(cpu_ms):7.1f}")
     print()
     print(f"{'explorer (all controls)':<33} {'median ms':>9} {'p95 ms':>8} {'naive ms':>9} "
-          f"{'naive/median':>12}  goal <= {GOAL_MS:.0f} ms")
+          f"{'naive/median':>12} {'CPU ms':>7}  goal <= {GOAL_MS:.0f} ms")
     for name, parts in per_explorer.items():
-        ms = np.concatenate(parts)
+        ms = np.concatenate([wall for wall, _ in parts])
+        cpu_ms = np.concatenate([cpu for _, cpu in parts])
         med = float(np.median(ms))
         goal = GOALS_MS.get(name, GOAL_MS)
         verdict = "ok" if med <= goal else "ABOVE GOAL"
         verdict += f" (goal <= {goal:.0f} ms)" if goal != GOAL_MS else ""
         print(f"{name:<33} {med:9.1f} {np.percentile(ms, 95):8.1f} {naive[name]:9.1f} "
-              f"{naive[name] / med:11.1f}x  {verdict}")
+              f"{naive[name] / med:11.1f}x {np.median(cpu_ms):7.1f}  {verdict}")
     print(f"load average at end: {load_average()}")
 
 

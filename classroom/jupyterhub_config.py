@@ -21,7 +21,9 @@ Two modes, chosen by ``CLASSROOM_CLASS_GROUP``:
   course directory ``~/course`` (the teacher's holds the source assignments, the gradebook and
   the hidden tests). Students fetch and submit in JupyterLab's Assignments panel. In the class
   mode the exchange is classroom/class_exchange.py's: a submission is readable by its author
-  and the teacher only, and ``collect`` takes it only when its owner is the student it names.
+  and the teacher only, and ``collect`` takes it only when its owner is the student it names;
+  the course's folders in the exchange are made the teacher's at every start of the hub
+  (classroom/users.py ``prepare_course``), so no student can take them first.
 * Hub, proxy and every student's server listen on 127.0.0.1 only.
 * The students' kernel is the course's pinned environment: the single-user server runs from
   ``classroom/.venv`` (requirements.txt + JupyterHub + nbgitpuller + nbgrader, built by
@@ -113,6 +115,15 @@ os.chmod(NBGRADER_CONFIG / "nbgrader_config.py", 0o644)
 if CLASS_GROUP:
     shutil.copyfile(HERE / "class_exchange.py", NBGRADER_CONFIG / "class_exchange.py")
     os.chmod(NBGRADER_CONFIG / "class_exchange.py", 0o644)
+    # The course's exchange folders, the teacher's, before any student logs in: a student who
+    # made exchange/COURSE first would stop every release (classroom/users.py).
+    sys.path.insert(0, str(HERE))
+    from users import prepare_course  # noqa: E402  (classroom/users.py, next to this file)
+
+    for aside in prepare_course(EXCHANGE, os.environ.get("CLASSROOM_COURSE", "attention"),
+                                TEACHER):
+        print(f"[classroom] a folder of the course's exchange was not the teacher's: renamed "
+              f"aside to {aside}", file=sys.stderr)
 
 # --- the students' servers ------------------------------------------------------------------
 c.Spawner.cmd = [str(VENV_BIN / "jupyterhub-singleuser")]

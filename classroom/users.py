@@ -27,6 +27,7 @@ import os
 import pwd
 import re
 import secrets
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -91,6 +92,45 @@ def prepare_root(root):
         path.mkdir(parents=True, exist_ok=True)
         os.chmod(path, mode)
     return root
+
+
+#: The course's folders in the exchange and their modes, as nbgrader's release makes them
+#: (classroom/class_exchange.py's inbound: sticky and setgid, others enter and create only).
+COURSE_FOLDERS = (("", 0o755), ("outbound", 0o755), ("inbound", 0o3733))
+
+
+def prepare_course(exchange, course, teacher):
+    """Create ``exchange/course`` with its ``outbound`` and ``inbound`` folders, the teacher's
+    (owner and private group) with nbgrader's modes, before any student can log in.
+
+    nbgrader's first ``release_assignment`` makes them otherwise, and refuses to release into
+    folders it does not own ("You don't own the directory"): a student who made
+    ``exchange/course`` first (the exchange is 1777) would stop the class. One that is not
+    the teacher's folder (someone else's, a link, a file) is renamed aside (returned, to be
+    reported), never deleted; in the 1777 exchange its maker cannot move the teacher's
+    back. Needs root. Returns the paths renamed aside."""
+    check_name(teacher, "teacher")
+    entry = pwd.getpwnam(teacher)
+    if os.geteuid() != 0:
+        raise PermissionError("preparing the course's exchange folders needs root")
+    moved = []
+    base = Path(exchange) / course
+    for name, mode in COURSE_FOLDERS:
+        path = base / name if name else base
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            info = None
+        if info is not None and not (stat.S_ISDIR(info.st_mode) and info.st_uid == entry.pw_uid):
+            aside = path.with_name(f"{path.name}.not-the-teachers-{secrets.token_hex(4)}")
+            os.rename(path, aside)
+            moved.append(aside)
+            info = None
+        if info is None:
+            os.mkdir(path, 0o700)
+            os.chown(path, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
+        os.chmod(path, mode)  # the teacher's folder now: no one else can swap it
+    return moved
 
 
 def add_users(root, group, names, passwords=None):

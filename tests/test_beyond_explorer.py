@@ -161,3 +161,25 @@ def test_in_a_kernel_every_states_curves_are_computed_in_a_thread(monkeypatch):
     bq.memory_curve.cache_clear()
     for a, b in zip(ours, bq.memory_curve("fixed", 8)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_the_size_slider_is_off_for_the_methods_it_does_not_change():
+    """Issue 47: full attention, linear attention and the latent cache have no window,
+    stride or block; the slider is disabled for them, and the read-out says why."""
+    from attn_core.explorers.beyond_quadratic import METHODS
+    ex = beyond_explorer(method="strided", n=64, size=8)
+    c = ex.controls
+    for method in METHODS + ("sliding window",):
+        drive(ex, c["method"], method)
+        sizeless = method in ("full", "linear", "latent cache (MLA)")
+        assert c["size"].disabled is sizeless, method
+        assert ("this method has none" in ex.shown()["readout"]) is sizeless, method
+
+
+def test_the_docstring_gives_the_sliders_range_of_n():
+    import re
+
+    text = " ".join(beyond_explorer.__doc__.split())
+    low, high = (int(x.replace(",", "")) for x in
+                 re.search(r'"n"``\s*\((\S+) to (\S+?):', text).groups())
+    assert (low, high) == (NS[0], NS[-1])

@@ -14,9 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attn_core.nn import GPTConfig
 from attn_core.nn.checkpoint import load_checkpoint
-from attn_core.nn.induction_run import load_runs
+from attn_core.nn.copy_lengths import (
+    LENGTHS,
+    LENGTHS_TRACE,
+    copy_attention,
+    length_batches,
+    load_copy_lengths,
+)
 from attn_core.nn.train import evaluate, train_gpt, validation_batches
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,33 +79,66 @@ def test_linear_checkpoint_scores_its_final_validation_loss(trace, data):
 
 @pytest.fixture(scope="module")
 def lengths():
-    return json.loads(induction_run.LENGTHS_TRACE.read_text())
+    return json.loads(LENGTHS_TRACE.read_text())
 
 
-def test_copy_lengths_trace_records_both_kinds_for_every_seed(lengths):
-    kinds = {(r["seed"], r["attention"]) for r in lengths["runs"]}
-    seeds = {seed for seed, _ in kinds}
-    assert kinds == {(s, a) for s in seeds for a in ("softmax", "linear")}
-    assert lengths["lengths"] == list(induction_run.LENGTHS)
-    assert all(len(r["second"]) == len(induction_run.LENGTHS) for r in lengths["runs"])
+KINDS = {("softmax", 2), ("linear", 2), ("linear", 1), ("softmax", 1)}
+
+
+def test_copy_lengths_trace_records_every_kind_for_every_seed(lengths):
+    kinds = {(r["seed"], r["attention"], r["n_heads"]) for r in lengths["runs"]}
+    assert kinds == {(s, a, h) for s in lengths["seeds"] for a, h in KINDS}
+    assert lengths["lengths"] == list(LENGTHS) == list(induction_run.LENGTHS)
+    assert all(len(r["second"]) == len(LENGTHS) for r in lengths["runs"])
+    assert "+dirty" not in lengths["commit"]  # trained from a committed tree
+
+
+def test_the_one_head_control_has_the_same_parameters_and_twice_the_state(lengths):
+    sweep = load_copy_lengths()
+    two, one = sweep.params(0, "linear", 2), sweep.params(0, "linear", 1)
+    assert {k: v.shape for k, v in two.items()} == {k: v.shape for k, v in one.items()}
+    d = lengths["config"]["d_model"]
+    s_numbers = {h: h * (d // h) ** 2 for h in (1, 2)}  # S per layer: h heads of d_h x d_h
+    z_numbers = {h: h * (d // h) for h in (1, 2)}  # z: one d_h vector per head
+    assert s_numbers[1] == 2 * s_numbers[2] and z_numbers[1] == z_numbers[2]
 
 
 def test_copy_losses_by_length_are_recomputed_from_the_stored_parameters(lengths):
-    batches = induction_run.length_batches()
-    stored = load_runs()
-    linear = GPTConfig(**lengths["config"], attention="linear")
-    with np.load(induction_run.LENGTHS_PATH) as f:
-        arrays = {k: f[k] for k in f.files}
+    batches = length_batches()
+    sweep = load_copy_lengths()
     for r in lengths["runs"]:
         if r["seed"] != 0:
             continue
-        if r["attention"] == "linear":
-            params = {k.split("/", 1)[1]: v for k, v in arrays.items()
-                      if k.startswith("s0.linear/")}
-            config = linear
-        else:
-            params = stored.params(0, 2, lengths["settings"]["steps"])
-            config = stored.config(2)
-        got = induction_run.copy_by_length(params, config, batches)
+        kind, heads = r["attention"], r["n_heads"]
+        got = induction_run.copy_by_length(sweep.params(0, kind, heads),
+                                           sweep.config(kind, heads), batches)
         np.testing.assert_allclose(got["second"], r["second"], rtol=0, atol=ATOL)
         np.testing.assert_allclose(got["first"], r["first"], rtol=0, atol=ATOL)
+
+
+def test_copy_attention_against_a_loop_over_the_weights():
+    """The weight on the copied position: for each query i whose token occurred before, the
+    weight on the keys j that followed an earlier occurrence (x[j - 1] == x[i]), averaged
+    over those queries, then over the sequences (in the second copy: the key i - L + 1)."""
+    from attn_core.nn import gpt_forward
+    sweep = load_copy_lengths()
+    L = 6
+    ids, labels = length_batches(lengths=(L,), batch=16)[L]
+    for kind, heads in sorted(KINDS):
+        params, config = sweep.params(1, kind, heads), sweep.config(kind, heads)
+        got = copy_attention(params, config, ids, labels)
+        _, weights = gpt_forward(params, config, ids[:, :-1])
+        last, first = weights[-1], weights[0]  # (batch, heads, n, n)
+        x = ids[:, :-1]
+        copied = max(np.mean([np.mean([sum(last[b, h, i, j] for j in range(1, i + 1)
+                                           if x[b, j - 1] == x[b, i])
+                                       for i in range(len(x[b]))
+                                       if any(x[b, j - 1] == x[b, i] for j in range(1, i + 1))])
+                              for b in range(len(ids))]) for h in range(heads))
+        prev = max(np.mean([first[b, h, i, i - 1] for b in range(len(ids))
+                            for i in range(1, 2 * L - 1)]) for h in range(heads))
+        top = max(np.mean([last[b, h, i].max() for b in range(len(ids))
+                           for i in range(L, 2 * L - 1)]) for h in range(heads))
+        assert got["copied"] == pytest.approx(copied, abs=1e-6), (kind, heads)
+        assert got["prev"] == pytest.approx(prev, abs=1e-6), (kind, heads)
+        assert got["top"] == pytest.approx(top, abs=1e-6), (kind, heads)

@@ -108,6 +108,8 @@ EXPLORERS = {
     "17-a-real-llm.ipynb": [Explorer("llm_explorer(", ("layer", "head"))],
     "18-beyond-quadratic.ipynb": [Explorer("beyond_explorer()", ("sequence length n",
                                                                  "window / stride / block"))],
+    "19-gates-and-deltas.ipynb": [Explorer("recall_explorer()", ("key-value pairs",
+                                                                 "d_k = d_v"))],
 }
 #: Key presses per slider (alternating direction at the ends): a median and a slowest press.
 PRESSES = 3
@@ -265,14 +267,30 @@ def latency_table(samples):
     return lines
 
 
+#: Where the session's latencies are written as JSON when set (benchmarks/bench_browser.py sets
+#: it and turns the record into a table of benchmarks/RESULTS.md): a report, never asserted.
+LATENCY_RECORD = os.environ.get("BROWSER_LATENCY_RECORD", "")
+
+
+def write_latency_record(path, samples, load_start, load_end):
+    """The key-press -> new-image samples (ms, per control) as JSON, with the load average
+    (1, 5, 15 min) at the session's start and end."""
+    record = {"samples": {k: [float(x) for x in v] for k, v in samples.items()},
+              "load_start": list(load_start), "load_end": list(load_end)}
+    Path(path).write_text(json.dumps(record, indent=1) + "\n")
+
+
 @pytest.fixture(scope="session")
 def latencies(request):
     """Key press -> new image, in ms, per control, collected over the session; a table of
-    median and slowest press is printed at its end (a benchmark, not asserted)."""
+    median and slowest press is printed at its end (a benchmark, not asserted), and written
+    to ``BROWSER_LATENCY_RECORD`` when that is set."""
     found = {"_phases": {}}
-    start = time.monotonic()
+    start, load_start = time.monotonic(), os.getloadavg()
     yield found
     phases = found.pop("_phases")
+    if LATENCY_RECORD:
+        write_latency_record(LATENCY_RECORD, found, load_start, os.getloadavg())
     steps = [f"  {nb}: " + ", ".join(f"{k} {v:.1f} s" for k, v in t.items())
              for nb, t in phases.items()]
     report(request.config,

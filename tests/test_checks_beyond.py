@@ -99,3 +99,60 @@ def test_layers_to_connect_right_and_the_usual_slips():
     fb = check_layers_to_connect(1, "strided", 8, 60, 3)
     assert "not enough" in fb.message
     assert_unanswered(check_layers_to_connect(None, "fixed", 4, 20, 2))
+
+
+def test_mla_cache_bytes_names_a_float32_count():
+    n = 4096
+    right = n * 60 * (512 + 64) * 2
+    fb = check_mla_cache_bytes(n * 60 * (512 + 64) * 4, n, **SHAPE)  # 4 bytes a number
+    assert_not_yet(fb)
+    assert "float32" in fb.message and "4 bytes" in fb.message
+    fb = check_mla_cache_bytes(2 * right, n, **SHAPE, dtype="float32")  # right for float32
+    assert fb
+
+
+def test_layers_to_connect_names_each_patterns_own_slip():
+    distance, size = 57, 8
+    window = check_layers_to_connect(math.ceil(distance / size), "window", size, 60, 3)
+    assert_not_yet(window)
+    assert "stride" not in window.message and "w - 1" in window.message
+    fixed = check_layers_to_connect(math.ceil(distance / (size - 1)), "fixed", size, 60, 3)
+    local = check_layers_to_connect(math.ceil(distance / (size - 1)), "local+global", size,
+                                    60, 3)
+    assert_not_yet(fixed)
+    assert_not_yet(local)
+    assert "summary" in fixed.message and "global" in local.message
+    assert fixed.message != local.message
+    fixed = check_layers_to_connect(math.ceil(distance / size), "fixed", size, 60, 3)
+    local = check_layers_to_connect(math.ceil(distance / size), "local+global", size, 60, 3)
+    assert "stride" not in fixed.message + local.message
+    assert fixed.message != local.message
+
+
+def test_layers_to_connect_refuses_positions_outside_the_sequence():
+    import pytest
+    for i, j in ((60, -1), (-1, 0), (3, 60), (60, 61)):
+        with pytest.raises(ValueError, match="j|i"):
+            check_layers_to_connect(9, "window", 8, i=i, j=j)
+    with pytest.raises(TypeError):
+        check_layers_to_connect(9, "window", 8, i=60.5, j=3)
+
+
+def test_linear_recurrence_names_a_wrong_feature_map():
+    def with_phi(f):
+        def fn(q, k, v):
+            s, z, out = np.zeros((q.shape[1], v.shape[1])), np.zeros(q.shape[1]), []
+            for t in range(len(q)):
+                s = s + np.outer(f(k[t]), v[t])
+                z = z + f(k[t])
+                out.append(f(q[t]) @ s / (f(q[t]) @ z))
+            return np.array(out)
+        return fn
+
+    def elu(x):
+        return np.where(x > 0, x, np.exp(np.minimum(x, 0)) - 1)
+
+    for f, word in ((np.exp, "is exp,"), (elu, "without the + 1")):
+        fb = check_linear_recurrence(with_phi(f))
+        assert_not_yet(fb)
+        assert word in fb.message

@@ -28,6 +28,7 @@ from attn_core import checks, examples
 from attn_core.attention import attention, scores
 from attn_core.checks import beyond as beyond18
 from attn_core.checks import cost, decoding, gpt, learning, practice, pretrained
+from attn_core.checks import gates as gates19
 from attn_core.checks import practice_positions as positions08b
 from attn_core.checks import real_llm as llm17
 from attn_core.checks import todays_attention as today16
@@ -821,6 +822,35 @@ MISCONCEPTIONS = {
         ("one stride per layer", lambda: beyond18.check_layers_to_connect(
             8, "strided", 8, 60, 3), ["mix"]),
     ],
+    # 19 · gates and deltas
+    "check_delta_step": [
+        ("summed as linear attention", lambda: gates19.check_delta_step(
+            lambda s, k, v, b: s + b * np.outer(k, v)), ["linear attention"]),
+        ("beta on the old value only", lambda: gates19.check_delta_step(
+            lambda s, k, v, b: s + np.outer(k, v - b * (k @ s))), ["whole correction"]),
+        ("no beta", lambda: gates19.check_delta_step(
+            lambda s, k, v, b: s + np.outer(k, v - k @ s)), ["scaled by beta"]),
+    ],
+    "check_decay_mask": [
+        ("the key's own gate", lambda: gates19.check_decay_mask(gates19._with_own_gate),
+         ["own token"]),
+        ("transposed", lambda: gates19.check_decay_mask(gates19._transposed), ["transposed"]),
+        ("no causal zeros", lambda: gates19.check_decay_mask(gates19._no_causal_zeros),
+         ["above the diagonal"]),
+        ("one gate to a power", lambda: gates19.check_decay_mask(gates19._gate_powers),
+         ["RetNet"]),
+    ],
+    "check_hybrid_cache_bytes": [
+        ("softmax everywhere", lambda: gates19.check_hybrid_cache_bytes(
+            48 * 2 * 2 * 256 * 32768 * 2, **EX19), ["every layer"]),
+        ("the state per token", lambda: gates19.check_hybrid_cache_bytes(
+            12 * 2 * 2 * 256 * 32768 * 2 + 32768 * 36 * 32 * 128 * 128 * 2, **EX19),
+         ["count it once"]),
+        ("keys without values", lambda: gates19.check_hybrid_cache_bytes(
+            12 * 2 * 256 * 32768 * 2 + 36 * 32 * 128 * 128 * 2, **EX19), ["value beside"]),
+        ("the layers swapped", lambda: gates19.check_hybrid_cache_bytes(
+            36 * 2 * 2 * 256 * 32768 * 2 + 12 * 32 * 128 * 128 * 2, **EX19), ["swapped"]),
+    ],
 }
 
 
@@ -858,6 +888,8 @@ EX13B = dict(budget_bytes=20 * 2**30, layers=40, heads=40, d_head=128, dtype="fl
 EX16 = dict(n=4096, layers=80, n_heads=64, n_kv_heads=8, d_head=128)
 #: Notebook 18's exercise 2: DeepSeek-V2's shape, 16-bit numbers.
 EX18 = dict(n=4096, layers=60, n_heads=128, d_head=128, d_c=512, d_rope=64)
+EX19 = dict(n=32768, layers=48, every=4, state_heads=32, d_k=128, d_v=128, kv_heads=2,
+            d_head=256)
 #: Notebook 09's exercise 3: the seed of its inputs (both rows peak in different tiles).
 SEED09 = 35
 
@@ -1034,6 +1066,7 @@ OTHER_FEEDBACK = [
     ("09 ex 3, wrong shape", lambda: _running(np.zeros(3))),
     ("05 ex 2, not numbers", lambda: checks.check_temperature_weights("abc")),
     ("10 Q1, not an option", lambda: checks.check_quiz_scaling("e")),
+    ("16 ex 3, wrong shape", lambda: today16.check_repeat_kv(lambda k, groups: k[:, None])),
 ]
 
 
@@ -1078,6 +1111,22 @@ def test_no_hint_contains_code_or_a_formula():
     coded = [(where, c, message) for where, message in all_feedback()
              if not message.startswith("✔") and (c := code_or_formula(_the_hints(message)))]
     assert not coded, "\n".join(f"{w}: {c!r} in {msg}" for w, c, msg in coded)
+
+
+def test_every_shape_rule_is_words():
+    """A code exercise's shape message (``judge(..., shape_rule=...)``) reaches the learner only
+    when a result has the wrong shape, which no entry of the table may trigger: every
+    ``shape_rule`` written in attn_core/checks is held to the rule here, as written (issue 45:
+    16 ex 3's "n_kv * groups heads of (n, d)")."""
+    from attn_core.checks._base import code_or_formula
+
+    rules = [(path.name, ast.literal_eval(node.value))
+             for path in sorted((ROOT / "attn_core" / "checks").glob("*.py"))
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.keyword) and node.arg == "shape_rule"]
+    assert len(rules) >= 16 and any(name == "todays_attention.py" for name, _ in rules)
+    coded = [(name, rule, c) for name, rule in rules if (c := code_or_formula(rule))]
+    assert not coded, coded
 
 
 def test_feedback_text_has_no_typos():

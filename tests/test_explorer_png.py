@@ -20,8 +20,27 @@ def decoded(png):
 def test_every_pixel_comes_back_through_pillow(shape):
     pixels = np.random.default_rng(sum(shape)).integers(0, 256, size=shape, dtype=np.uint8)
     image = decoded(rgb_png(pixels))
-    assert image.mode == "RGB" and image.size == (shape[1], shape[0])
+    assert image.mode == "RGB" and image.size == (shape[1], shape[0])  # random alpha: dropped
     np.testing.assert_array_equal(np.asarray(image), pixels[:, :, :3])
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 4), (33, 64, 4), (2, 300, 4)])
+def test_an_opaque_frame_is_written_whole_as_rgba(shape):
+    """An opaque frame (the canvas' RGBA, alpha 255) is written as RGBA, its rows whole; a
+    single pixel of alpha 254 sends it back to RGB, so no alpha ever reaches the browser."""
+    pixels = np.random.default_rng(sum(shape)).integers(0, 256, size=shape, dtype=np.uint8)
+    pixels[..., 3] = 255
+    image = decoded(rgb_png(pixels))
+    assert image.mode == "RGBA"
+    np.testing.assert_array_equal(np.asarray(image), pixels)
+    pixels[-1, -1, 3] = 254
+    image = decoded(rgb_png(pixels))
+    assert image.mode == "RGB"
+    np.testing.assert_array_equal(np.asarray(image), pixels[:, :, :3])
+    strided = np.zeros((shape[0], shape[1], 8), np.uint8)[:, :, ::2]  # not contiguous
+    strided[...] = pixels
+    np.testing.assert_array_equal(np.asarray(decoded(rgb_png(strided)))[..., :3],
+                                  pixels[:, :, :3])
 
 
 def test_every_level_decodes_and_higher_levels_compress_more():
@@ -36,8 +55,8 @@ def test_every_level_decodes_and_higher_levels_compress_more():
 def test_an_explorers_frame_is_its_canvas_pixels():
     ex = scaling_explorer()
     rgba = np.asarray(ex.canvas.figure.canvas.buffer_rgba())
-    np.testing.assert_array_equal(np.asarray(decoded(ex.png)), rgba[:, :, :3])
-    dark = np.asarray(decoded(bytes(ex.image_dark.value)))
+    np.testing.assert_array_equal(np.asarray(decoded(ex.png).convert("RGB")), rgba[:, :, :3])
+    dark = np.asarray(decoded(bytes(ex.image_dark.value)).convert("RGB"))
     assert dark.shape == rgba[:, :, :3].shape and (dark != rgba[:, :, :3]).any()
 
 

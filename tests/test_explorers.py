@@ -54,6 +54,7 @@ FIGURE_KEYS = {
     "TilingExplorer": ("tile", "running_max", "running_sum", "partial", "final", "scores"),
     "KVCacheExplorer": ("sharing", "pattern", "curves"),
     "BeyondExplorer": ("pattern", "cost", "memory"),
+    "RecallExplorer": ("lines", "memory"),
 }
 
 
@@ -81,7 +82,7 @@ def _png_ok(data):
 
 FACTORIES = ["worked_example_lab", "scaling_explorer", "softmax_explorer", "mask_explorer",
              "heads_explorer", "cost_explorer", "tiling_explorer", "kv_cache_explorer",
-             "beyond_explorer"]
+             "beyond_explorer", "recall_explorer"]
 
 
 @pytest.fixture(scope="module")
@@ -535,12 +536,13 @@ def test_read_tables_round_trip():
 
 
 def test_png_is_encoded_by_pillow_and_shows_the_canvas(built):
-    """The PNG is Pillow's, and its pixels are exactly the Agg canvas' (RGB, opaque)."""
+    """The PNG is Pillow's, and its pixels are exactly the Agg canvas' (opaque: alpha 255)."""
     ex = built["softmax_explorer"]
     ex.controls["temperature"].value = 0.5
     image = Image.open(io.BytesIO(ex.png))
-    assert image.format == "PNG" and image.mode == "RGB"
+    assert image.format == "PNG" and image.mode == "RGBA"
     canvas = np.asarray(ex.figure.canvas.buffer_rgba())
-    np.testing.assert_array_equal(np.asarray(image), canvas[..., :3])
+    assert (canvas[..., 3] == 255).all()
+    np.testing.assert_array_equal(np.asarray(image), canvas)
     encoder = explorers.base.__dict__  # the module that encodes the PNG: no hand encoder
     assert "struct" not in encoder and "zlib" not in encoder

@@ -737,3 +737,37 @@ def test_every_public_function_returns_artists_and_prints_nothing(capsys):
     assert all("0x" not in repr(r) for r in results)  # no memory addresses (nbval)
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == ""
+
+
+@pytest.mark.parametrize("n", [12, 45, 64])
+def test_the_real_llms_map_labels_are_legible_and_apart(n):
+    """Issue 47: at 64 tokens 17's map labels were 4-5 pixels high. Now every label is at
+    least 9 CSS pixels high (the explorers' 80 per inch), fewer of them when the cells are
+    small, and no two labels of an axis overlap."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from attn_core.figures import real_llm
+
+    g = np.random.default_rng(n)
+    w = np.tril(g.random((n, n)))
+    w /= w.sum(axis=1, keepdims=True)
+    fig = Figure(figsize=real_llm.FIGSIZE, dpi=80, layout="constrained")
+    FigureCanvasAgg(fig)
+    art = real_llm.llm_figure(w, [f" tok{i}" for i in range(n)], [64, 128],
+                              {0: [4.0, 3.5], 1: [3.2, 3.1]}, 3.0, fig=fig)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for axis in ("y", "x"):
+        labels = [t for t in getattr(art.map.ax, f"get_{axis}ticklabels")() if t.get_text()]
+        assert labels and len(labels) <= n
+        if n <= 12:
+            assert len(labels) == n
+        boxes = [t.get_window_extent(renderer) for t in labels]
+        heights = [t.get_fontsize() * 80 / 72 for t in labels]  # CSS pixels at 100% zoom
+        assert min(heights) >= 9, (axis, min(heights))
+        for a, b in zip(boxes, boxes[1:]):
+            if axis == "y":  # rows: one above the other
+                assert not a.overlaps(b), (axis, a, b)
+            else:  # turned 45 degrees: their glyphs' boxes may cross, their lines not
+                assert b.x0 - a.x0 >= 0.7 * heights[0] * 1.2, (a, b)

@@ -149,6 +149,8 @@ def test_files_that_are_not_checkpoints_are_named_and_never_unpickled(saved, tmp
         assert str(bad) in message, (label, message)
         assert "not a checkpoint of this course" in message, (label, message)
         assert "Traceback" not in message
+        # the course's message stands alone: no invitation to load the file "unsafely"
+        assert "allow_pickle" not in message and "pickle.load" not in message, (label, message)
     with pytest.raises(TypeError, match="path must be a file path"):
         load_checkpoint(3)
     with pytest.raises(FileNotFoundError, match="no checkpoint file at"):

@@ -21,6 +21,7 @@ from PIL import Image  # noqa: E402
 
 import attn_core.explorers.gpt as gx  # noqa: E402
 from attn_core import figures  # noqa: E402
+from attn_core.explorers.base import _text_of  # noqa: E402
 from attn_core.nn import GPTConfig, gpt_forward, init_gpt  # noqa: E402
 from attn_core.nn.checkpoint import CHECKPOINT_PATH, Checkpoint  # noqa: E402
 from attn_core.nn.data import CharVocab  # noqa: E402
@@ -408,3 +409,45 @@ def test_a_continuation_drawn_late_never_clears_a_newer_error(model, monkeypatch
         worker.join(timeout=120)
     assert shown != "none" and ex.error_box.layout.display != "none"
     assert "hit an error" in ex.error_box.value
+
+
+def test_the_continuation_grows_on_screen_as_it_is_drawn(model, monkeypatch):
+    """Issue 47: the 200 characters took half a second before any showed. The text box now
+    shows the characters drawn so far (every STREAM_EVERY seconds; here every one), each a
+    prefix of generate's seeded continuation and marked as still sampling, then the whole."""
+    monkeypatch.setattr(gx, "STREAM_EVERY", 0.0)
+    ex = gx.gpt_explorer(model, prompt="the cat sat", n_new=40)
+    seen = []
+    ex.text_box.observe(lambda change: seen.append(_text_of(change["new"])), names="value")
+    ex.controls["temperature"].value = 0.7
+    final = ex.shown()["continuation"]
+    check_view(ex, model, 0.7, None, 1, 1)
+    growing = [t[:-len(" (sampling…)")] for t in seen if t.endswith("(sampling…)")]
+    grown = [t for t in growing if len(t) > len("the cat sat")]
+    assert len(grown) >= ex.n_new - 1, (len(grown), seen[:3])
+    assert all(final.startswith(t) for t in grown)
+    assert [len(t) for t in grown] == sorted(len(t) for t in grown)
+    assert seen[-1] == final and not final.endswith("(sampling…)")
+
+
+def test_a_continuation_out_of_date_stops_being_drawn(model, monkeypatch):
+    """In a kernel, a continuation whose state was changed meanwhile stops at its next
+    character (it would be thrown away): only the latest state's is drawn to its end."""
+    monkeypatch.setattr(gx, "STREAM_EVERY", 0.0)
+    ex = gx.gpt_explorer(model, prompt="the cat sat", n_new=60)
+    drawn = []
+    key = ex._last_key
+    original = ex._draw_continuation
+
+    def counting(k, on_token=None, n_new=None):
+        def wrapped(token):
+            drawn.append(token)
+            ex._last_key = ("newer",)  # a change arrives while this one is drawn
+            on_token(token)
+        return original(k, wrapped if on_token else None, n_new)
+
+    monkeypatch.setattr(ex, "_draw_continuation", counting)
+    samples = ex.samples
+    ex._finish(key, "the cat sat", np.ones(len(model.vocab)) / len(model.vocab),
+               np.eye(2), ["a"], np.ones(1))
+    assert len(drawn) == 1 and ex.samples == samples  # stopped after one character, not kept

@@ -19,6 +19,14 @@ from attn_core.nn import (
     token_losses,
 )
 from attn_core.nn.gpt import LN_EPS
+from attn_core.nn.streaming import (
+    SINK_CONDITIONS,
+    SINK_LOSS_FROM,
+    held_out_windows,
+    kept_mask,
+    load_sink_measurements,
+    sink_measures,
+)
 
 import reference as ref
 
@@ -83,8 +91,84 @@ def test_first_token_weight_on_hand_made_weights():
     np.testing.assert_allclose(first_token_weight(w, n_first=2), [np.mean([2 / 3, 2 / 4]), 1.0])
 
 
+def _hand_losses(params, ids, mask):
+    """Next-token losses of the public layers' model under ``mask``, a loop over texts and
+    positions."""
+    out = []
+    for text in ids:
+        logits = masked_forward(params, text[:-1], mask)  # (n - 1, vocab)
+        out.append([np.log(np.exp(row - row.max()).sum()) + row.max() - row[t]
+                    for row, t in zip(logits, text[1:])])
+    return np.array(out)
+
+
+@pytest.mark.parametrize("window, keep", [(3, [1]), (3, [0, 5]), (2, [4]), (12, [2])])
+def test_kept_positions_equal_the_model_under_a_mask_made_by_hand(params, window, keep):
+    ids = np.random.default_rng(window + sum(keep)).integers(0, CFG.vocab_size, (2, 12))
+    n = ids.shape[-1] - 1
+    mask = np.array([[i - window < j <= i or (j in keep and j <= i) for j in range(n)]
+                     for i in range(n)])
+    np.testing.assert_array_equal(kept_mask(n, window, keep), mask)
+    np.testing.assert_allclose(token_losses(params, CFG, ids, window=window, keep=keep),
+                               _hand_losses(params, ids, mask), rtol=1e-12, atol=1e-12)
+
+
+def test_keeping_the_first_positions_is_the_rolling_cache_with_sinks(params):
+    """Two paths: one forward pass under the kept mask, and the rolling caches of prefill."""
+    ids = np.random.default_rng(7).integers(0, CFG.vocab_size, (3, 12))
+    for n_sink in (1, 2):
+        np.testing.assert_allclose(
+            token_losses(params, CFG, ids, window=3, keep=list(range(n_sink))),
+            token_losses(params, CFG, ids, window=3, n_sink=n_sink), rtol=1e-12, atol=1e-12)
+
+
+def test_sink_measures_against_a_loop(params):
+    ids = np.random.default_rng(8).integers(0, CFG.vocab_size, (3, 12))
+    conditions = {"full": {}, "w3": {"window": 3}, "w3 + 2": {"window": 3, "keep": [2]}}
+    found = sink_measures(params, CFG, ids, conditions, start=4, parts=2)
+    weights = gpt_forward(params, CFG, ids)[1]
+    share = [[[weights[layer][t, h, 1:, 0].mean() for h in range(CFG.n_heads)]
+              for layer in range(CFG.n_layers)] for t in range(len(ids))]
+    np.testing.assert_allclose(found["first_token_weight"], share, rtol=1e-12)
+    n = ids.shape[-1] - 1
+    for name, mask in (("full", causal_mask(n)), ("w3", window_mask(n, 3)),
+                       ("w3 + 2", kept_mask(n, 3, [2]))):
+        np.testing.assert_allclose(found["losses"][name], _hand_losses(params, ids, mask)[:, 4:]
+                                   .mean(axis=1), rtol=1e-12)
+
+
+@pytest.mark.slow
+def test_stored_sink_measurements_recomputed_on_windows_the_notebook_does_not_recompute():
+    """The stored file (tools/measure_sinks.py) against a fresh measurement of two windows
+    from the middle of the held-out text (notebook 16 recomputes the first ones)."""
+    from attn_core.nn import load_checkpoint
+
+    stored = load_sink_measurements()
+    assert stored["settings"]["conditions"] == {k: dict(v) for k, v in SINK_CONDITIONS.items()}
+    assert stored["settings"]["loss_from"] == SINK_LOSS_FROM
+    assert not stored["made_by"]["commit"].endswith("+dirty")
+    ck = load_checkpoint()
+    texts = held_out_windows(ck)
+    assert stored["first_token_weight"].shape == (len(texts), ck.config.n_layers,
+                                                  ck.config.n_heads)
+    params64 = {k: a.astype(np.float64) for k, a in ck.params.items()}
+    picked = [len(texts) // 2, len(texts) - 1]
+    found = sink_measures(params64, ck.config, texts[picked], parts=1)
+    np.testing.assert_allclose(found["first_token_weight"],
+                               stored["first_token_weight"][picked], atol=1e-7)
+    for name, values in found["losses"].items():
+        np.testing.assert_allclose(values, stored["losses"][name][picked], atol=1e-7)
+
+
 @pytest.mark.parametrize("call, exc, pattern", [
     (lambda p: token_losses(p, CFG, [3]), ValueError, r"^ids must hold 2\.\.n_ctx"),
+    (lambda p: token_losses(p, CFG, [1, 2, 3], keep=[0]), ValueError, r"^keep needs a window"),
+    (lambda p: token_losses(p, CFG, [1, 2, 3], window=2, n_sink=1, keep=[0]), ValueError,
+     r"^keep takes the place of n_sink"),
+    (lambda p: token_losses(p, CFG, [1, 2, 3], window=2, keep=[5]), ValueError,
+     r"^keep must be a sequence of positions in 0\.\.1"),
+    (lambda p: token_losses(p, CFG, [1, 2, 3], window=2, keep="a"), ValueError,
+     r"^keep must be a sequence of positions"),
     (lambda p: token_losses(p, "cfg", [1, 2]), TypeError, r"^config must be a GPTConfig"),
     (lambda p: token_losses(p, CFG, [1, 2], n_sink=1), ValueError, r"^n_sink = 1 needs a window"),
     (lambda p: first_token_weight(np.ones((2, 3, 3)), n_first=3), ValueError,

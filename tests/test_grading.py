@@ -166,6 +166,10 @@ def graded_class():
 
         with ThreadPoolExecutor(3) as pool:
             list(pool.map(arrive, everyone))
+        # The course's exchange folders as the hub left them, before the teacher's first
+        # release (a student who made them first would stop the release).
+        before_release = {name: exchange_folder(root / "exchange" / "attention" / name)
+                          for name in ("", "outbound", "inbound")}
         t = open_kernel(teacher)
         kernels.append(t)
         tool = ROOT / "tools" / "nbgrader_assignments.py"
@@ -216,7 +220,7 @@ def graded_class():
         yield {"hub": hub, "teacher": teacher, "students": students, "passwords": passwords,
                "root": root, "gradebook": gradebook, "feedback": feedback, "log": log,
                "autograde_seconds": autograde_seconds, "kernels": kernels, "prefix": prefix,
-               "outsider": outsider}
+               "outsider": outsider, "before_release": before_release, "group": group}
     except Exception:
         if hub is not None:
             print(hub.log_tail())
@@ -236,6 +240,20 @@ def graded_class():
         U.remove_users(group, [teacher_name, *names])
         U.remove_users(outside_group, [outsider])
         shutil.rmtree(root, ignore_errors=True)
+
+
+def exchange_folder(path):
+    """``(owner, mode)`` of ``path`` (None when it does not exist or is no folder)."""
+    import pwd
+    import stat
+
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISDIR(info.st_mode):
+        return None
+    return pwd.getpwuid(info.st_uid).pw_name, oct(stat.S_IMODE(info.st_mode))
 
 
 GRADEBOOK = """\
@@ -517,3 +535,323 @@ def test_the_class_access_rules(graded_class):
 
 def students_name(graded_class):
     return graded_class["students"][4].name
+
+
+# --- collect files only what is the student's own, checked on what it copies ------------------
+# (classroom/class_exchange.py). Student 4 never submits through nbgrader: these tests plant
+# entries in their name (as root, owned as a student's would be) or let a process of theirs
+# race the collect, and run the teacher's collect in the teacher's kernel, with the class's
+# own nbgrader configuration, for student 4 only (the other students' work is untouched).
+
+TEACHER_COLLECT = """\
+import os, shutil
+from pathlib import Path
+from traitlets.config.loader import PyFileConfigLoader
+from nbgrader.apps import NbGraderAPI
+
+_config = PyFileConfigLoader("nbgrader_config.py",
+                             path=os.environ["JUPYTER_CONFIG_PATH"]).load_config()
+_config.CourseDirectory.student_id = {student!r}
+_api = NbGraderAPI(config=_config)
+_dest = Path({course!r}) / "submitted" / {student!r} / {assignment!r}
+_source = (Path({course!r}) / "source" / {assignment!r} / {notebook!r}).read_bytes()
+_released = Path({released!r}).read_bytes()
+
+
+def collect_once():  # one collect of student 4's newest entry: what was filed, log, success
+    shutil.rmtree(_dest, ignore_errors=True)  # so that every collect copies afresh
+    result = _api.collect({assignment!r})
+    files = sorted(p for p in _dest.rglob("*") if p.is_file()) if _dest.exists() else []
+    teachers = [p.name for p in files if p.read_bytes() == _source or any(
+        marker in p.read_bytes() for marker in (b"BEGIN HIDDEN TESTS", b"BEGIN SOLUTION"))]
+    nb = _dest / {notebook!r}
+    if teachers:
+        kind = "the teacher's source"
+    elif not result["success"]:
+        kind = "the collect failed"
+    elif not nb.exists():
+        kind = "nothing"
+    else:
+        kind = "the student's" if nb.read_bytes() == _released else "something else"
+    filed = sorted(p.name for p in _dest.rglob("*")) if _dest.exists() else None
+    return {{"kind": kind, "filed": filed, "log": result.get("log", ""),
+            "success": result["success"], "error": result.get("error", "")}}
+"""
+
+
+@pytest.fixture(scope="module")
+def teacher_collect(graded_class):
+    """The teacher's kernel, with ``collect_once()`` for student 4 defined in it."""
+    teacher, student = graded_class["teacher"], graded_class["students"][4]
+    course = teacher.home / "course"
+    kernel = graded_class["kernels"][0]
+    run_in(kernel, TEACHER_COLLECT.format(
+        student=student.name, course=str(course), assignment=ASSIGNMENT, notebook=NOTEBOOK.name,
+        released=str(released_notebook(graded_class))))
+    yield kernel
+    for entry in entries_of(graded_class, student.name):
+        shutil.rmtree(entry)
+    shutil.rmtree(course / "submitted" / student.name, ignore_errors=True)
+
+
+def released_notebook(graded_class):
+    return graded_class["root"] / "exchange" / "attention" / "outbound" / ASSIGNMENT / NOTEBOOK.name
+
+
+def source_notebook(graded_class):
+    return (graded_class["teacher"].home / "course" / "source" / ASSIGNMENT / NOTEBOOK.name)
+
+
+def collect_once(kernel, check=True):
+    got = json.loads(run_in(kernel, "import json\nprint(json.dumps(collect_once()))")
+                     .strip().splitlines()[-1])
+    if check:  # one student never stops the collect
+        assert got["success"], got["error"] + got["log"]
+    return got
+
+
+def nbgrader_time(seconds_ago=0):
+    """A submission time as nbgrader writes it in an entry's name."""
+    when = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=seconds_ago)
+    return when.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+
+
+def plant_entry(graded_class, student, items, name=None):
+    """An entry in ``student``'s name in inbound, owned as their submission would be (theirs,
+    the teacher's group, 0750/0640); ``items``: {relative path: bytes, or ("link", target),
+    or (bytes, owner's name)}. Returns its path."""
+    import pwd
+
+    gid = pwd.getpwnam(graded_class["teacher"].name).pw_gid
+    uid = pwd.getpwnam(student.name).pw_uid
+    entry = inbound(graded_class) / (
+        name or f"{student.name}+{ASSIGNMENT}+{nbgrader_time()}+{secrets.token_hex(4)}")
+    entry.mkdir(mode=0o750)
+    os.chown(entry, uid, gid)
+    for rel, what in {"timestamp.txt": nbgrader_time().encode(), **items}.items():
+        path = entry / rel
+        if isinstance(what, tuple) and what[0] == "link":
+            os.symlink(what[1], path)
+            os.lchown(path, uid, gid)
+            continue
+        data, owner = what if isinstance(what, tuple) else (what, student.name)
+        path.write_bytes(data)
+        os.chmod(path, 0o640)
+        os.chown(path, pwd.getpwnam(owner).pw_uid, gid)
+    return entry
+
+
+def test_collect_files_a_students_own_entry_and_refuses_a_link_or_anothers_file_inside(
+        graded_class, teacher_collect):
+    """The audit's planted bug "collect checks only the entry folder's owner, not its files":
+    an entry of the student's own, with a link to the teacher's source notebook inside, or
+    with a file of another student's inside, is refused, named, and nothing of it filed."""
+    students = graded_class["students"]
+    me, other = students[4], students[3]
+    released = released_notebook(graded_class).read_bytes()
+    own = plant_entry(graded_class, me, {NOTEBOOK.name: released})
+    got = collect_once(teacher_collect)
+    assert got["kind"] == "the student's", got  # the control: a clean entry is filed
+    assert got["filed"] == sorted([NOTEBOOK.name, "timestamp.txt"])
+    shutil.rmtree(own)
+    source = source_notebook(graded_class)
+
+    def nested(entry):  # a folder of the student's own, with another student's file inside
+        (entry / "data").mkdir()
+        os.chown(entry / "data", *owner_ids(graded_class, me))
+        plant_file(entry / "data" / "answers.txt", b"x", graded_class, other)
+
+    cases = {  # label: (the entry's files, what else is put in it)
+        "a link to the teacher's source": ({NOTEBOOK.name: released,
+                                            "extra.ipynb": ("link", source)}, None),
+        "a link in place of the notebook": ({NOTEBOOK.name: ("link", source)}, None),
+        "another student's file": ({NOTEBOOK.name: (released, other.name)}, None),
+        "another student's file in a folder": ({NOTEBOOK.name: released}, nested),
+    }
+    for label, (items, more) in cases.items():
+        entry = plant_entry(graded_class, me, items)
+        if more is not None:
+            more(entry)
+        got = collect_once(teacher_collect)
+        assert got["kind"] == "nothing" and got["filed"] is None, (label, got)
+        assert "Not collected" in got["log"] and entry.name in got["log"], (label, got["log"])
+        shutil.rmtree(entry)
+
+
+def owner_ids(graded_class, student):
+    import pwd
+
+    return pwd.getpwnam(student.name).pw_uid, pwd.getpwnam(graded_class["teacher"].name).pw_gid
+
+
+def plant_file(path, data, graded_class, owner):
+    path.write_bytes(data)
+    os.chmod(path, 0o640)
+    os.chown(path, *owner_ids(graded_class, owner))
+
+
+RACER = """\
+import os, sys
+entry, released, source, stop = sys.argv[1:5]
+home = os.path.expanduser("~")
+notebook = os.path.join(entry, os.path.basename(released))
+mine = open(released, "rb").read()  # the notebook as fetched: the student's own copy
+os.mkdir(entry, 0o750)
+for path, data in ((os.path.join(entry, "timestamp.txt"), sys.argv[5].encode()),
+                   (notebook, mine)):
+    with open(path, "wb") as fh:
+        fh.write(data)
+print("ready", flush=True)
+link, regular = os.path.join(home, ".swap-link"), os.path.join(home, ".swap-file")
+swaps = 0
+while not os.path.exists(stop):  # swap the notebook: a link to the source, then own again
+    os.symlink(source, link)
+    os.replace(link, notebook)
+    with open(regular, "wb") as fh:
+        fh.write(mine)
+    os.replace(regular, notebook)
+    swaps += 1
+print(swaps, flush=True)
+"""
+#: Collects run while the student races them (the audit's attack got the source notebook
+#: filed after 8 collects in one run and 2 in another).
+RACED_COLLECTS = 60
+
+
+def test_a_student_racing_the_collect_gets_nothing_of_the_teachers_filed(graded_class,
+                                                                          teacher_collect):
+    """A process of the student's swaps one file of their entry between their own copy and a
+    link to the teacher's source notebook (solutions, hidden tests) for the whole of
+    RACED_COLLECTS collects: no collect files anything of the teacher's."""
+    import grp
+    import pwd
+    import subprocess
+
+    me = graded_class["students"][4]
+    entry = inbound(graded_class) / f"{me.name}+{ASSIGNMENT}+{nbgrader_time()}+race"
+    stop = graded_class["root"] / f"stop-racer-{secrets.token_hex(3)}"
+    user = pwd.getpwnam(me.name)
+    racer = subprocess.Popen(
+        ["/usr/bin/python3.11", "-I", "-c", RACER, str(entry),
+         str(released_notebook(graded_class)), str(source_notebook(graded_class)), str(stop),
+         nbgrader_time()],
+        user=user.pw_uid, group=user.pw_gid,
+        extra_groups=[grp.getgrnam(graded_class["group"]).gr_gid], cwd=user.pw_dir,
+        env={"HOME": user.pw_dir, "PATH": "/usr/bin:/bin"}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        assert racer.stdout.readline().strip() == "ready", racer.stderr.read()
+        kinds = [collect_once(teacher_collect, check=False)["kind"]
+                 for _ in range(RACED_COLLECTS)]
+    finally:
+        stop.touch()
+        out, err = racer.communicate(timeout=60)
+        stop.unlink()
+        shutil.rmtree(entry, ignore_errors=True)
+    swaps = int(out.split()[-1])
+    counts = {kind: kinds.count(kind) for kind in set(kinds)}
+    print(f"{RACED_COLLECTS} collects against {swaps} swaps: {counts}")
+    assert racer.returncode == 0, err
+    assert "the teacher's source" not in counts, counts
+    assert "the collect failed" not in counts and "something else" not in counts, counts
+    # The race was live: some collects met the link (and refused the entry).
+    assert counts.get("nothing", 0) >= 1 and swaps > RACED_COLLECTS, (counts, swaps)
+
+
+def test_an_entry_whose_name_holds_no_time_does_not_stop_the_collect(graded_class,
+                                                                     teacher_collect):
+    """``<student>+<assignment>+not-a-time+x`` made nbgrader's timestamp parser raise and the
+    teacher's ``nbgrader collect`` exit 1 for the whole class: it is skipped, named."""
+    me = graded_class["students"][4]
+    released = released_notebook(graded_class).read_bytes()
+    bad = plant_entry(graded_class, me, {NOTEBOOK.name: released},
+                      name=f"{me.name}+{ASSIGNMENT}+not-a-time+x")
+    good = plant_entry(graded_class, me, {NOTEBOOK.name: released})
+    course = graded_class["teacher"].home / "course"
+    shutil.rmtree(course / "submitted" / me.name, ignore_errors=True)  # what the others filed
+    try:
+        out = shell(teacher_collect, "nbgrader", "collect", ASSIGNMENT,  # exit 0, or it raises
+                    f"--CourseDirectory.root={course}",
+                    f"--CourseDirectory.student_id={me.name}")
+        assert "Not collected" in out and bad.name in out, out
+        filed = course / "submitted" / me.name / ASSIGNMENT / NOTEBOOK.name
+        assert filed.read_bytes() == released  # the good entry was collected
+    finally:
+        shutil.rmtree(bad)
+        shutil.rmtree(good)
+        shutil.rmtree(course / "submitted" / me.name, ignore_errors=True)
+
+
+SQUAT = """\
+import json, os
+out = {{}}
+course = {course!r}
+def attempt(name, fn):
+    try:
+        fn()
+        out[name] = "DONE"
+    except OSError as e:
+        out[name] = type(e).__name__
+attempt("make the course", lambda: os.mkdir(course))
+attempt("make inbound", lambda: os.makedirs(os.path.join(course, "inbound")))
+attempt("make outbound", lambda: os.makedirs(os.path.join(course, "outbound")))
+print(json.dumps(out))
+"""
+
+
+def run_as(graded_class, student, code):
+    """``code`` run by a Python process of ``student``'s (their uid and groups); its last line
+    of output, as JSON."""
+    import grp
+    import pwd
+    import subprocess
+
+    user = pwd.getpwnam(student.name)
+    r = subprocess.run(["/usr/bin/python3.11", "-I", "-c", code], user=user.pw_uid,
+                       group=user.pw_gid, cwd=user.pw_dir, capture_output=True, text=True,
+                       extra_groups=[grp.getgrnam(graded_class["group"]).gr_gid],
+                       env={"HOME": user.pw_dir, "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_the_course_folders_are_the_teachers_before_any_release(graded_class):
+    """The hub made exchange/attention, its outbound and inbound the teacher's (modes 0755,
+    0755, 3733) before the teacher's first release: a student cannot make them first."""
+    teacher = graded_class["teacher"].name
+    assert graded_class["before_release"] == {
+        "": (teacher, "0o755"), "outbound": (teacher, "0o755"), "inbound": (teacher, "0o3733")}
+
+
+def test_a_student_cannot_squat_the_course_folders_and_the_release_works(graded_class):
+    """In a fresh exchange (1777, as the class has): a student who makes the course's folders
+    before the class is set up has them renamed aside when it is (``prepare_course``, what the
+    hub runs at its start); after it they cannot make, replace or move them; and the teacher's
+    release into that exchange works."""
+    teacher, student = graded_class["teacher"], graded_class["students"][4]
+    exchange = graded_class["root"] / f"exchange-{secrets.token_hex(3)}"
+    exchange.mkdir()
+    os.chmod(exchange, 0o1777)
+    course = exchange / "attention"
+    try:
+        squat = run_as(graded_class, student, SQUAT.format(course=str(course)))
+        assert set(squat.values()) == {"DONE"}, squat  # before the class: the student's
+        moved = U.prepare_course(exchange, "attention", teacher.name)
+        assert [p.parent for p in moved] == [exchange] and not os.path.islink(moved[0])
+        for name in ("", "outbound", "inbound"):
+            assert exchange_folder(course / name)[0] == teacher.name, name
+        again = run_as(graded_class, student, SQUAT.format(course=str(course)) + (
+            "attempt('move the course', lambda: os.rename(course, course + '-x'))\n"
+            "attempt('move inbound', lambda: os.rename(os.path.join(course, 'inbound'), "
+            "os.path.join(course, 'x')))\nprint(json.dumps(out))\n"))
+        assert again == {"make the course": "FileExistsError", "make inbound": "FileExistsError",
+                         "make outbound": "FileExistsError",
+                         "move the course": "PermissionError",
+                         "move inbound": "PermissionError"}, again
+        t = graded_class["kernels"][0]
+        shell(t, "nbgrader", "release_assignment", ASSIGNMENT, f"--Exchange.root={exchange}",
+              f"--CourseDirectory.root={teacher.home / 'course'}")
+        assert (course / "outbound" / ASSIGNMENT / NOTEBOOK.name).is_file()
+        assert exchange_folder(course / "inbound") == (teacher.name, "0o3733")
+    finally:
+        shutil.rmtree(exchange)

@@ -130,3 +130,22 @@ def test_bad_input_is_named():
     ref.assert_clear_error(lambda: mla_attention(np.ones((3, 8)), "w"), TypeError, "MLAWeights")
     ref.assert_clear_error(lambda: init_mla(8, 2, 2, 3, 3, np.random.default_rng(0)),
                            ValueError, "d_rope")
+
+
+def test_init_mla_refuses_a_dtype_that_would_round_every_weight_to_zero():
+    import pytest
+    with pytest.raises(ValueError, match="dtype"):
+        init_mla(16, 4, 4, 6, 2, np.random.default_rng(0), dtype="int32")
+
+
+def test_mla_weights_of_mismatched_widths_are_refused_by_name():
+    import dataclasses
+
+    import pytest
+    w = init_mla(16, 4, 4, 6, 2, np.random.default_rng(0))
+    for name, shape in (("w_uv", (5, 16)), ("w_uk", (6, 15)), ("w_o", (16, 15)),
+                        ("w_qr", (16, 6)), ("w_q", (15, 16))):
+        with pytest.raises(ValueError, match=name):
+            dataclasses.replace(w, **{name: np.zeros(shape)})
+    with pytest.raises(ValueError, match="w_kr"):
+        dataclasses.replace(w, w_kr=np.zeros((16, 3)), w_qr=np.zeros((16, 12)))

@@ -154,3 +154,47 @@ def test_weights_backward_against_finite_differences():
                                    atol=1e-8)
         np.testing.assert_allclose(gk, ref.numeric_grad(lambda x: loss(q, x), k), rtol=1e-6,
                                    atol=1e-8)
+
+
+# --- bad input: a clear error, no warning first (issue 46) ------------------------------
+
+
+def test_state_cannot_be_made_writeable_again_and_the_callers_arrays_stay_free():
+    from attn_core.decoding import empty_cache
+    from attn_core.linear_attention import LinearState
+    s, z = np.zeros((3, 2)), np.zeros(3)
+    st_ = LinearState(s, z, 0)
+    cache = empty_cache(3)
+    for arr in (st_.s, st_.z, cache.keys, cache.values):
+        with pytest.raises(ValueError):
+            arr.flags.writeable = True
+        with pytest.raises(ValueError):
+            arr[...] = 1.0
+    s[0, 0] = 5.0  # the caller's own array is copied, not frozen
+    assert st_.s[0, 0] == 0.0 and s.flags.writeable
+
+
+def test_huge_entries_give_the_clear_error_and_no_warning():
+    import warnings
+    q = np.full((4, 3), 1e308)
+    forms = (lambda: linear_attention(q, q, q), lambda: linear_attention(q, q, q, causal=True),
+             lambda: linear_attention_quadratic(q, q, q),
+             lambda: linear_attention_recurrent(q, q, q))
+    for form in forms:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a RuntimeWarning would fail the test
+            with pytest.raises(ValueError, match="overflowed"):
+                form()
+
+
+def test_weights_backward_refuses_shapes_that_do_not_fit_q_and_k():
+    from attn_core.linear_attention import linear_weights_backward
+    g = np.random.default_rng(0)
+    q, k = g.standard_normal((3, 2)), g.standard_normal((4, 2))
+    _, a = linear_attention_quadratic(q, k, g.standard_normal((4, 2)))
+    with pytest.raises(ValueError, match="grad_weights"):
+        linear_weights_backward(q, k, a, g.standard_normal((3, 5)))
+    with pytest.raises(ValueError, match="weights"):
+        linear_weights_backward(q, k, a[:2], g.standard_normal((2, 4)))
+    with pytest.raises(ValueError, match="d_k"):
+        linear_weights_backward(q, g.standard_normal((4, 3)), a, a)

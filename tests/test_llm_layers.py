@@ -223,9 +223,11 @@ def _rotate(vec, pos, base):
 
 
 def reference_llm(params, config, ids, visible, keys_masked=None, values_zeroed=None,
-                  ablate=None):
+                  ablate=None, heads_out=None):
     """Logits (n, vocab) of a Llama-style decoder in float64, query by query, head by head,
-    key by key; ``visible(i, j)`` says whether query i may see key j."""
+    key by key; ``visible(i, j)`` says whether query i may see key j. ``heads_out``, a dict,
+    gets each layer's head outputs ``{layer: (n_heads, n, d_head)}``, head ``h`` the values'
+    weighted sum it computed (before the output projection)."""
     keys_masked, values_zeroed, ablate = keys_masked or {}, values_zeroed or {}, ablate or {}
     c, n = config, len(ids)
     d_head, group = c.d_head, c.n_heads // c.n_kv_heads
@@ -254,6 +256,8 @@ def reference_llm(params, config, ids, visible, keys_masked=None, values_zeroed=
                     out = np.zeros(d_head) if ablate[(layer, h)] is None else ablate[
                         (layer, h)][i]
                 heads[i, h * d_head:(h + 1) * d_head] = out
+                if heads_out is not None:
+                    heads_out.setdefault(layer, np.zeros((c.n_heads, n, d_head)))[h, i] = out
         x = x + heads @ p["attn.w_o"]
         b = np.array([_rms(row, p["ln2.g"], c.eps) for row in x])
         gate, up = b @ p["mlp.w_gate"], b @ p["mlp.w_up"]
@@ -318,6 +322,29 @@ def test_random_llms_interventions_match_the_float64_loop(case, pick):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10, err_msg=str(options))
 
 
+@FAST
+@given(case=small_llms(), pick=st.integers(0, 2**16))
+def test_random_llms_head_outputs_match_the_float64_loop(case, pick):
+    """``heads_of`` (what a mean ablation averages) returns each chosen head's own output,
+    computed head by head in the loop, under a window too; its shape alone would not catch a
+    wrong split of the merged heads."""
+    config, ids, window, n_sink, seed = case
+    params = random_llm(config, seed)
+    g = rng_for(pick)
+    layer = int(g.integers(config.n_layers))
+    heads = sorted(int(h) for h in g.choice(config.n_heads, replace=False,
+                                            size=int(g.integers(1, config.n_heads + 1))))
+    got = llm_forward(params, config, ids, window=window, n_sink=n_sink,
+                      heads_of={layer: heads}).heads
+    want = {}
+    reference_llm(params, config, ids, _visible(window, n_sink), heads_out=want)
+    assert set(got) == {layer}
+    np.testing.assert_allclose(got[layer], want[layer][heads], rtol=1e-10, atol=1e-12)
+    every = llm_forward(params, config, ids, window=window, n_sink=n_sink,
+                        heads_of={layer: None}).heads[layer]
+    np.testing.assert_allclose(every, want[layer], rtol=1e-10, atol=1e-12)
+
+
 def test_hooks_return_only_what_was_asked_and_losses_are_the_logits():
     config = LLMConfig(7, 16, 8, 4, 2, 2, 3, 100.0)
     params = random_llm(config, 1)
@@ -360,3 +387,29 @@ def test_llm_forward_errors_are_clear(call, error, match):
     config = LLMConfig(7, 16, 8, 4, 2, 2, 3, 100.0)
     params = random_llm(config, 0)
     assert_clear_error(lambda: call(params, config), error, match)
+
+
+@pytest.mark.parametrize("name, value", [("h1.mlp.w_up", np.nan), ("h0.attn.w_k", np.inf),
+                                         ("ln_f.g", -np.inf)])
+def test_a_weight_that_is_not_finite_is_named_not_reported_as_an_overflow(name, value):
+    """A NaN weight was reported as the logits "overflowed to inf or NaN ... although its
+    inputs are finite": the weight is named, by llm_forward, llm_losses and llm_generate."""
+    from attn_core.model.llm_generate import llm_generate
+
+    config = LLMConfig(7, 16, 8, 4, 2, 2, 3, 100.0)
+    params = random_llm(config, 0)
+    params[name] = params[name].copy()
+    params[name].flat[1] = value
+    pattern = (r"params\[" + repr(name).replace(".", r"\.") + r"\] must hold finite values, "
+               r"got " + str(value).replace("-", "-?"))
+    for call in (lambda: llm_forward(params, config, [1, 2, 3]),
+                 lambda: llm_losses(params, config, [1, 2, 3]),
+                 lambda: llm_generate([1, 2, 3], 2, greedy=True, model=(params, config))):
+        assert_clear_error(call, ValueError, pattern)
+    assert "overflowed" not in _message(lambda: llm_forward(params, config, [1, 2, 3]))
+
+
+def _message(call):
+    with pytest.raises(ValueError) as info:
+        call()
+    return str(info.value)

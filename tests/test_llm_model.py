@@ -84,14 +84,23 @@ def test_weights_are_one_float32_copy_with_views_for_the_transposes(llm):
     assert total < 545e6, total  # about 540 MB: nothing held twice
 
 
-def _write_gguf(path, arch="llama", drop=(), wrong=(), untied=False, seed=0):
+def _write_gguf(path, arch="llama", drop=(), wrong=(), untied=False, seed=0, meta=None,
+                poison=None):
     """A tiny llama GGUF (2 layers, d_model 8, 2 heads, 1 key/value head, vocab 11), F32
-    tensors in the file's (out, in) order; returns those tensors by GGUF name."""
+    tensors in the file's (out, in) order; returns those tensors by GGUF name.
+
+    ``meta``: {key: value} written as they are (a str as a string, an int as uint32), the
+    context length's in place of the good one; ``poison``: {tensor name: a value put in its
+    first weight} (NaN, inf)."""
     gguf = pytest.importorskip("gguf")
     g = np.random.default_rng(seed)
     w = gguf.GGUFWriter(str(path), arch)
+    meta = meta or {}
+    for key, value in meta.items():
+        (w.add_string if isinstance(value, str) else w.add_uint32)(key, value)
     w.add_block_count(2)
-    w.add_context_length(32)
+    if f"{arch}.context_length" not in meta:
+        w.add_context_length(32)
     w.add_embedding_length(8)
     w.add_feed_forward_length(6)
     w.add_head_count(2)
@@ -115,6 +124,8 @@ def _write_gguf(path, arch="llama", drop=(), wrong=(), untied=False, seed=0):
         if name in wrong:
             shape = (shape[0] + 1, *shape[1:])
         tensors[name] = g.standard_normal(shape).astype(np.float32)
+        if name in (poison or {}):
+            tensors[name].flat[0] = poison[name]
         w.add_tensor(name, tensors[name])
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -146,6 +157,27 @@ def test_a_tiny_llama_gguf_maps_to_the_blocks_names(tmp_path, untied):
                                           r"\(4, 8\)"),
 ])
 def test_bad_files_are_clear_errors(tmp_path, kwargs, match):
+    _write_gguf(tmp_path / "bad.gguf", **kwargs)
+    assert_clear_error(lambda: read_gguf(tmp_path / "bad.gguf"), LLMFileError, match)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"meta": {"general.alignment": 0}}, r"general\.alignment must be a whole number >= 1, "
+                                         r"got 0"),
+    ({"meta": {"general.alignment": "32"}}, r"general\.alignment must be a whole number >= 1, "
+                                            r"got '32'"),
+    ({"meta": {"llama.context_length": "32"}}, r"bad\.gguf: the metadata field "
+                                               r"'llama\.context_length' must be a whole number, "
+                                               r"got '32'"),
+    ({"poison": {"blk.1.ffn_up.weight": np.nan}}, r"bad\.gguf: the tensor "
+                                                  r"'blk\.1\.ffn_up\.weight' must hold finite "
+                                                  r"values, got nan at index \(0, 0\)"),
+    ({"poison": {"token_embd.weight": np.inf}}, r"bad\.gguf: the tensor 'token_embd\.weight' "
+                                                r"must hold finite values, got inf"),
+])
+def test_bad_header_values_and_weights_are_clear_errors(tmp_path, kwargs, match):
+    """A zero or string alignment, a context length stored as a string, a NaN or inf weight:
+    each named, with the file."""
     _write_gguf(tmp_path / "bad.gguf", **kwargs)
     assert_clear_error(lambda: read_gguf(tmp_path / "bad.gguf"), LLMFileError, match)
 
@@ -295,6 +327,12 @@ def test_sampling_is_seeded_and_top_k_1_is_greedy(llm, tok):
     ({"context": 10, "keep": 11}, ValueError, r"keep must lie in 1..context = 10"),
     ({"greedy": 1}, TypeError, r"greedy must be True or False"),
     ({"temperature": 0}, ValueError, r"temperature must be"),
+    ({"seed": -1}, ValueError, r"^seed must be an int >= 0, got -1"),
+    ({"seed": "x"}, TypeError, r"^seed must be an int >= 0, got str 'x'"),
+    ({"seed": 1.5}, TypeError, r"^seed must be an int >= 0, got float 1\.5"),
+    ({"stop": "no"}, TypeError, r"^stop must be True or False, got str"),
+    ({"on_token": 5}, TypeError, r"^on_token must be a function of a token id, or None, got "
+                                 r"int"),
 ])
 def test_generation_errors_are_clear(llm, kwargs, error, match):
     args = {"max_new": 2, **kwargs}

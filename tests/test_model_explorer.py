@@ -73,7 +73,7 @@ def count_runs(monkeypatch):
 def _png(explorer):
     image = Image.open(io.BytesIO(explorer.png))
     image.load()
-    return np.asarray(image)
+    return np.asarray(image.convert("RGB"))
 
 
 # --- what is shown equals the model's own numbers -------------------------------------------
@@ -384,7 +384,7 @@ def test_controls_are_labelled_keyboard_usable_and_one_based(ex):
                for i, (label, value) in enumerate(c["query"].options) if value == i)
     assert ex.image in ex.widget.children and ex.error_box in ex.widget.children
     image = Image.open(io.BytesIO(ex.png))
-    assert image.format == "PNG" and image.mode == "RGB"
+    assert image.format == "PNG" and image.mode in ("RGB", "RGBA")  # RGBA: opaque
     css = [side / SCALE for side in image.size]  # drawn at SCALE x
     assert 450 < css[0] <= 800 and 300 < css[1] <= 560
     for ax in ex.figure.axes:

@@ -1,6 +1,8 @@
 """Hostile arguments to the tiny GPT's public functions (issue 33): each gets a TypeError or
 ValueError that names the argument, never a raw error from deep inside (``len(None)``)."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -119,3 +121,41 @@ def _cases():
 def test_the_other_public_functions_name_the_bad_argument():
     for call, exc, pattern in _cases():
         assert_clear_error(call, exc, pattern)
+
+
+def _block_params(options, d_ff=8, extra=()):
+    """Parameters of a block with ``options`` (d_model 4), plus the GPT-2 block's ``extra``."""
+    from attn_core.nn import block_shapes
+
+    g = np.random.default_rng(0)
+    shapes = block_shapes(4, d_ff, options)
+    shapes.update({k: s for k, s in block_shapes(4, 8).items() if k in extra})
+    return {k: 0.1 * g.standard_normal(s) for k, s in shapes.items()}
+
+
+def test_block_forward_refuses_parameters_its_options_would_not_read():
+    """A GPT-2 block's parameters with mlp=None dropped the MLP without a word; norm="rms"
+    with an ``ln1.b`` dropped the shift; bias=False dropped the attention's biases."""
+    from attn_core.nn import ATTN_KEYS, BLOCK_KEYS, BlockOptions, block_backward, block_forward
+
+    x = np.random.default_rng(1).standard_normal((3, 4))
+    gpt2 = _block_params(None)
+    rms = BlockOptions(2, norm="rms", mlp="swiglu", bias=False)
+    cases = [
+        (gpt2, BlockOptions(2, mlp=None), BLOCK_KEYS[10:]),
+        ({**_block_params(rms), "ln1.b": np.zeros(4)}, rms, ["ln1.b"]),
+        (_block_params(BlockOptions(2, mlp=None, bias=False), d_ff=None,
+                       extra=("attn.b_q", "attn.b_o")), BlockOptions(2, mlp=None, bias=False),
+         ["attn.b_q", "attn.b_o"]),
+    ]
+    for p, options, unused in cases:
+        pattern = (r"p has parameter\(s\) " + re.escape(str(list(unused)))
+                   + r" that a block with these options does not use")
+        assert_clear_error(lambda p=p, o=options: block_forward(x, p, options=o), ValueError,
+                           pattern)
+        assert_clear_error(lambda p=p, o=options: block_backward(x, p, None, np.ones((3, 4)),
+                                                                 options=o), ValueError, pattern)
+    # The controls: every parameter read, the block runs (GPT-2's, and attention-only).
+    assert block_forward(x, gpt2, n_heads=2)[0].shape == (3, 4)
+    attn_only = {k: a for k, a in gpt2.items() if k in ATTN_KEYS}
+    assert block_forward(x, attn_only, options=BlockOptions(2, mlp=None))[0].shape == (3, 4)

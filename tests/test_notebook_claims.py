@@ -283,11 +283,11 @@ def test_16_reads_the_tiny_gpts_sink_effects_with_paired_standard_errors():
     0.004 nats. Each difference it reads is printed with its paired standard error, over at
     least 300 windows, and what it calls resolved is more than two of them."""
     cells = [c for c in _cells("16-todays-attention") if c["cell_type"] == "code"]
-    cell = next(c for c in cells if "CONDITIONS = {" in _src(c))
+    cell = next(c for c in cells if "def paired(" in _src(c))
     printed = _printed(cell)
     rows = re.findall(r"([+-]\d\.\d{4}) ± (\d\.\d{4})", printed)
     assert len(rows) >= 7, printed
-    first = next(c for c in cells if "first_token_weight(w)" in _src(c))
+    first = next(c for c in cells if "held-out windows" in _printed(c))
     n_win = int(re.search(r"and (\d+) held-out windows", _printed(first)).group(1))
     assert n_win >= 300, n_win
     resolved = re.findall(r"([+-]\d\.\d{4}) ± (\d\.\d{4}) nats \(([+-]\d+\.\d) s\.e\.\)", printed)

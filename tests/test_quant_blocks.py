@@ -17,6 +17,8 @@ import pytest
 
 from attn_core.model import quant_blocks as qb
 
+from reference import assert_clear_error, assert_no_warnings
+
 
 def _random_blocks(rng, n, block_bytes, with_min):
     """Raw bytes of ``n`` blocks with finite, moderate float16 scale (and minimum)."""
@@ -72,6 +74,30 @@ def test_bad_input_is_a_clear_error():
         qb.dequantize_q4_1_block(np.zeros(34, dtype=np.uint8))
     with pytest.raises(ValueError, match="multiple of 32"):
         qb.quantize_q4_1(np.zeros(31))
+
+
+@pytest.mark.parametrize("fn, w, pattern", [
+    (qb.quantize_q8_0, np.r_[np.inf, np.zeros(31)], r"^w must hold finite values, got inf"),
+    (qb.quantize_q4_1, np.r_[np.nan, np.zeros(31)], r"^w must hold finite values, got nan"),
+    (qb.quantize_q8_0, np.r_[1e300, np.zeros(31)], r"^w in float32 .* got inf"),
+    # float16's largest number is 65504: a minimum of 1e6, a scale of 1e7 / 127, do not fit
+    (qb.quantize_q4_1, 1e6 + np.arange(32.0), r"too large for this format: a block's "
+                                              r"minimum m is 1e\+06, beyond float16's "
+                                              r"largest number 65504"),
+    (qb.quantize_q8_0, np.full(32, 1e7), r"too large for this format: a block's scale d is "
+                                         r"7\.874e\+04"),
+])
+def test_weights_the_format_cannot_hold_are_a_clear_error_without_warnings(fn, w, pattern):
+    assert_clear_error(lambda: fn(w), ValueError, pattern)
+
+
+def test_weights_just_inside_float16s_range_quantize_without_warnings():
+    w = 6e4 + np.arange(32.0)  # minimum 6e4 < 65504; Q4_1's 16 levels over a range of 31
+    got = assert_no_warnings(lambda: qb.quantize_q4_1(w))
+    assert np.isfinite(got).all() and np.abs(got - w).max() <= 32 + 1
+    big = np.linspace(-8e6, 8e6, 32)  # Q8_0's scale 8e6 / 127 = 63,000 < 65504
+    got = assert_no_warnings(lambda: qb.quantize_q8_0(big))
+    assert np.abs(got - big).max() <= 8e6 / 127
 
 
 def _model_file():

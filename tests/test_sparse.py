@@ -132,6 +132,10 @@ def test_bad_input_is_named():
                            ValueError, "bool")
     ref.assert_clear_error(lambda: fixed_mask(8, 2, n_summary=3), ValueError, "n_summary")
     ref.assert_clear_error(lambda: strided_mask(8, 0), ValueError, "stride")
+    ref.assert_clear_error(lambda: bigbird_mask(8, 2, seed="x"), TypeError,
+                           r"^seed must be an int >= 0, got str 'x'")
+    ref.assert_clear_error(lambda: bigbird_mask(8, 2, seed=-1), ValueError,
+                           r"^seed must be an int >= 0, got -1")
     ref.assert_clear_error(lambda: layers_to_connect(np.zeros((3, 3), bool)), ValueError,
                            "itself")
 
@@ -153,3 +157,21 @@ def test_keys_kept_equals_a_loop_over_future_queries():
         assert keys_kept(m).tolist() == want
     assert keys_kept(window_mask(24, 5))[10] == 5
     assert keys_kept(strided_mask(48, 4))[23] == 24  # every old key is read again later
+
+
+def test_block_sparse_refuses_values_of_fewer_positions_than_keys():
+    import pytest
+    g = np.random.default_rng(0)
+    q, k = g.standard_normal((2, 8, 4))
+    with pytest.raises(ValueError, match="k and v must have the same number of positions"):
+        block_sparse_attention(q, k, g.standard_normal((6, 4)), strided_mask(8, 3), block=2)
+    with pytest.raises(ValueError, match="d_k"):
+        block_sparse_attention(q, g.standard_normal((8, 3)), k, strided_mask(8, 3), block=2)
+
+
+def test_bigbird_seed_is_checked_by_name():
+    import pytest
+    with pytest.raises(TypeError, match="seed"):
+        bigbird_mask(16, 2, seed="x")
+    with pytest.raises(ValueError, match="seed"):
+        bigbird_mask(16, 2, seed=-1)

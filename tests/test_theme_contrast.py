@@ -195,8 +195,13 @@ def test_every_explorer_shows_a_dark_figure_in_the_dark_theme(factory):
     keep = np.zeros(light.shape[:2], dtype=bool)
     for left, top, right, bottom in notes.image_boxes(ex.figure):
         keep[top:bottom + 1, left:right + 1] = True
-    paper = (light == 255).all(-1) & (dark == colors.DARK_PAGE).all(-1)  # blank in an image
-    np.testing.assert_array_equal(dark[keep & ~paper], light[keep & ~paper])  # images as in light
+    # inside an image, only greys change (blank paper, masked cells and their hatching and
+    # text: issue 47), each to the dark theme's grey of its level; the colours stay
+    grey = np.ptp(light, axis=-1) <= colors.GREY_CHROMA
+    turned = keep & grey & (dark == notes._DARK_LUT[light[..., 1]]).all(-1)
+    np.testing.assert_array_equal(dark[keep & ~turned], light[keep & ~turned])
+    coloured = keep & ~grey
+    np.testing.assert_array_equal(dark[coloured], light[coloured])
     ink = (light == 0).all(-1) & ~keep  # black text and lines outside the images
     assert ink.any(), "no black text found outside the images"
     assert (dark[ink] == colors.DARK_INK).all()
@@ -245,3 +250,79 @@ def test_no_region_of_a_dark_frame_stays_paper_white(factory):
         patches = _light_patches(dark)
         assert not patches, (f"{factory} at {state}: {len(patches)} white {PATCH}px patches "
                              f"in the dark frame, e.g. at (row, column) {patches[:3]}")
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_each_dark_frame_equals_the_whole_light_frame_converted(factory):
+    """The dark frame is made from the last one, only the changed rectangle converted again
+    (notes.DarkFrames, issue 47): at every state it equals ``dark_image`` of the whole light
+    frame, pixel for pixel, and a change converts less than the whole frame at least once."""
+    ex = built(factory)
+    sizes = []
+    for state in _states(ex):
+        agg = ex.figure.canvas
+        light = Image.fromarray(_pixels(ex.png))
+        whole = np.asarray(notes.dark_image(light, notes.image_boxes(ex.figure)))
+        np.testing.assert_array_equal(_pixels(bytes(ex.image_dark.value)), whole,
+                                      err_msg=f"{factory} at {state}")
+        frames = ex._dark_frames.get(agg)
+        if frames is not None and state != "start":
+            sizes.append(frames.converted / (light.width * light.height))
+    if sizes:  # an explorer whose every control redraws all of it would have none below 1
+        assert min(sizes) < 1.0, f"{factory}: every change converted the whole frame"
+
+
+def test_dark_frames_follow_any_change_of_the_pixels():
+    """DarkFrames against dark_image on random edits of a canvas: rectangles, a single pixel,
+    white areas that open or close paper inside an image, the images moved."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(3, 2), dpi=50)
+    FigureCanvasAgg(fig)
+    ax = fig.add_axes((0.1, 0.1, 0.6, 0.8))
+    data = np.ones((6, 6))
+    data[2:4, 2:4] = np.nan
+    im = ax.imshow(data, cmap="viridis", vmin=0, vmax=2)
+    ax.set_title("T")
+    g = np.random.default_rng(0)
+    frames = notes.DarkFrames()
+    agg = fig.canvas
+    for step in range(12):
+        if step % 4 == 3:
+            im.set_extent((-0.5, 5.5 + step % 3, 5.5, -0.5))  # the image moves: new boxes
+        data = np.where(g.random((6, 6)) < 0.3, np.nan, g.random((6, 6)) * 2)
+        im.set_data(data)
+        agg.draw()
+        buf = np.asarray(agg.buffer_rgba())
+        if step % 2:  # and a few pixels changed by hand, white and black
+            r, c = g.integers(0, buf.shape[0]), g.integers(0, buf.shape[1])
+            buf[r:r + 9, c:c + 9, :3] = 255 * (step % 3 == 0)
+        png = frames.png(agg)
+        light = Image.fromarray(np.array(buf[..., :3]))
+        whole = np.asarray(notes.dark_image(light, notes.image_boxes(fig)))
+        np.testing.assert_array_equal(_pixels(png), whole, err_msg=f"step {step}")
+
+
+@pytest.mark.parametrize("factory", ["gpt_explorer", "llm_explorer", "beyond_explorer",
+                                     "mask_explorer"])
+def test_masked_and_uncomputed_cells_are_dark_in_the_dark_frame(factory):
+    """Issue 47: the masked cells (MASKED_FACE_COLOR, hatched) of 14's and 17's maps and 18's
+    uncomputed cells stayed light grey in the dark frame, 10-15% of it. Now nearly every
+    pixel of the masked face inside an image turns to the dark theme's grey of its level."""
+    from attn_core.figures.base import MASKED_FACE_COLOR
+
+    ex = getattr(explorers, factory)()
+    light, dark = _pixels(ex.png), _pixels(bytes(ex.image_dark.value))
+    face = np.array([int(MASKED_FACE_COLOR[i:i + 2], 16) for i in (1, 3, 5)])
+    keep = np.zeros(light.shape[:2], dtype=bool)
+    for left, top, right, bottom in notes.image_boxes(ex.figure):
+        keep[top:bottom + 1, left:right + 1] = True
+    masked = keep & (light == face).all(-1)
+    assert masked.mean() > 0.01, f"{factory}: no masked cells in its first frame"
+    still = masked & (dark == face).all(-1)
+    assert still.sum() <= 0.01 * masked.sum(), (
+        f"{factory}: {still.sum()} of {masked.sum()} masked pixels still light")
+    # the hatching follows: no pixel of the masked areas' surroundings is brighter than the
+    # dark ink (nothing there is lighter than the text)
+    assert dark[masked].max() <= max(colors.DARK_INK)

@@ -73,7 +73,7 @@ COURSE = [
     ("14-a-tiny-gpt.ipynb", "A tiny GPT",
      "The whole transformer from the course's parts, trained in numpy, sampled, looked into."),
     ("15-induction-heads.ipynb", "Induction heads",
-     "Two heads that divide a job, grown from scratch in a two-layer model, tested by ablation."),
+     "Induction heads grown from scratch in small attention-only models, tested by ablation."),
     ("16-todays-attention.ipynb", "Attention in today's models",
      "Grouped-query heads, a rolling sliding-window cache, attention sinks, measured."),
     ("17-a-real-llm.ipynb", "A real LLM",
@@ -81,6 +81,8 @@ COURSE = [
      "measured."),
     ("18-beyond-quadratic.ipynb", "Beyond the quadratic",
      "Linear attention, sparse patterns and latent (MLA) caches: computed, counted, measured."),
+    ("19-gates-and-deltas.ipynb", "Gates and deltas",
+     "Decayed linear attention, DeltaNet and Gated DeltaNet: three forms each, recall measured."),
     ("appendix-errata.ipynb", "Appendix: the article's numbers, traced",
      "Where the article's wrong printed matrices come from, route by route, in one place."),
 ]
@@ -88,8 +90,9 @@ COURSE = [
 # How long a notebook takes, estimated from the notebook itself (an estimate, not a measurement):
 # reading its prose at READ_WORDS_PER_MIN, plus minutes per code cell run and read, per exercise
 # answered with a value or a choice, per exercise that asks for a function, and per explorer.
-# Calibrated on one independent review that timed four notebooks (08b 60, 14 100, 15 75, 16 60
-# minutes): these weights give 60, 100, 75 and 65. Rounded to 5 minutes.
+# The weights were chosen to agree with one independent review's estimates for four notebooks
+# (08b 60, 14 100, 15 75, 16 60 minutes, estimated, not timed): these weights give
+# 60, 100, 75 and 65. Rounded to 5 minutes.
 READ_WORDS_PER_MIN = 120
 MINUTES = {"code cell": 1, "exercise": 5, "code exercise": 15, "explorer": 5}
 EXPLORER_CALL = re.compile(r"\b(\w+_explorer|worked_example_lab)\(")
@@ -97,8 +100,9 @@ ESTIMATE_NOTE = (
     "*Times are estimates made from each notebook itself, not measured: its text read at "
     f"{READ_WORDS_PER_MIN} words a minute, {MINUTES['code cell']} minute per code cell, "
     f"{MINUTES['exercise']} per exercise with a value to find, {MINUTES['code exercise']} per "
-    f"exercise that asks for a function, {MINUTES['explorer']} per explorer; calibrated on one "
-    "review that timed four notebooks, rounded to 5 minutes (tools/nav.py).*")
+    f"exercise that asks for a function, {MINUTES['explorer']} per explorer; weights chosen to "
+    "agree with one review's estimates (not timings) for four notebooks, rounded to 5 minutes "
+    "(tools/nav.py).*")
 
 INDEX = COURSE[0][0]
 NAV_TAG = "nav"

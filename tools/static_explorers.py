@@ -47,6 +47,7 @@ MAIN_CONTROLS = {
     "induction_explorer": ("ablation", "step"),
     "llm_explorer": ("layer",),
     "beyond_explorer": ("method", "n"),
+    "recall_explorer": ("mixer", "pairs", "d_state"),
 }
 WHEN = {("mask_explorer", "window"): lambda now: now.get("kind") == "sliding window"}
 MAX_POSITIONS = 25  # per control: a longer range is sampled evenly (ends kept)
@@ -266,7 +267,7 @@ def compact_png(frame):
     if frame.startswith(RAW_MAGIC):
         image = Image.fromarray(from_raw(frame))  # (h, w, 3) uint8: RGB
     else:
-        image = Image.open(io.BytesIO(frame))
+        image = Image.open(io.BytesIO(frame)).convert("RGB")  # an opaque frame may be RGBA
     small = image.quantize(colors=256, method=Image.Quantize.FASTOCTREE,
                            dither=Image.Dither.NONE)
     out = io.BytesIO()

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from .._validate import check_positive_int
 from ..cost import kv_cache_bytes
 from ..cost_beyond import mla_cache_bytes
 from ..linear_attention import elu_feature_map, linear_attention
@@ -40,6 +41,18 @@ def _no_feature_map(q, k, v):
     return sim @ v / sim.sum(axis=-1, keepdims=True)
 
 
+def _with_feature_map(phi):
+    """Causal linear attention with another feature map ``phi`` (the slips of the map)."""
+    def fn(q, k, v):
+        sim = np.tril(phi(q) @ phi(k).T)
+        return sim @ v / sim.sum(axis=-1, keepdims=True)
+    return fn
+
+
+def _elu(x):
+    return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
+
+
 @progressive
 def check_linear_recurrence(fn, seed=18):
     """Code exercise: ``fn(q, k, v)`` is causal linear attention written as a recurrence,
@@ -66,6 +79,12 @@ def check_linear_recurrence(fn, seed=18):
                 _unnormalised),
         Mistake("the feature map is missing: phi (elu + 1) keeps every similarity positive, "
                 "the raw dot products can be negative.", _no_feature_map),
+        Mistake("the feature map is exp, not elu + 1: both are positive, but exp grows "
+                "exponentially for positive inputs where elu + 1 grows linearly.",
+                _with_feature_map(np.exp)),
+        Mistake("the feature map is elu without the + 1: elu is negative for negative inputs "
+                "(down to -1), so similarities and the normaliser can be negative or 0; adding "
+                "1 makes the map positive everywhere.", _with_feature_map(_elu)),
     ]
     return judge(fn, cases, mistakes, what="output", stub_hint=hint,
                  shape_rule="(n, d_v), one output row per token",
@@ -85,6 +104,12 @@ def check_mla_cache_bytes(answer, n, layers, n_heads, d_head, d_c, d_rope, dtype
     expected = mla_cache_bytes(n, layers, d_c, d_rope, dtype)
     size = np.dtype(dtype).itemsize
     per = n * layers * size
+    wide = mla_cache_bytes(n, layers, d_c, d_rope, "float32")
+    if size != 4 and np.isclose(got, wide, rtol=1e-9, atol=0.5):
+        also = (" (If you counted the latent twice: it is stored once, keys and values are "
+                "both rebuilt from it.)" if wide == 2 * expected else "")
+        return not_yet(f"that counts 4 bytes a number (float32); the cache here holds "
+                       f"{dtype} numbers of {size} bytes each.{also}", hint)
     slips = [
         (kv_cache_bytes(n, layers, n_heads, d_head, dtype),
          "that is the multi-head cache, keys and values of every head: the latent replaces them"),
@@ -110,6 +135,30 @@ def check_mla_cache_bytes(answer, n, layers, n_heads, d_head, d_c, d_rope, dtype
 
 
 PATTERNS = ("window", "strided", "fixed", "local+global")
+#: Positions of check_layers_to_connect stay below this (the reference composes n x n masks).
+MAX_POSITION = 1024
+
+#: Each pattern's wrong counts: ``(distance, size, window count) -> [(value, message)]``.
+_PATTERN_SLIPS = {
+    "window": lambda d, s, w: [
+        (math.ceil(d / s), "a window of w covers the position itself and the w - 1 before it: "
+                           "each layer carries information w - 1 positions forward, not w.")],
+    "strided": lambda d, s, w: [
+        (w, "that would be a sliding window's count; the strided pattern also reads every "
+            "stride-th position, a long jump."),
+        (math.ceil(d / s), "a path can mix the pattern's long and short steps: it need not "
+                           "hop one stride at a time.")],
+    "fixed": lambda d, s, w: [
+        (w, "that would be a sliding window's count; the fixed pattern also reads the summary "
+            "position at the end of every earlier block."),
+        (math.ceil(d / s), "information need not cross one block per layer: every later "
+                           "position reads each earlier block's summary directly.")],
+    "local+global": lambda d, s, w: [
+        (w, "that would be the local band's count alone; the global token is a shortcut: "
+            "every position reads it and it reads every position."),
+        (math.ceil(d / s), "the band's steps are not the only way: a path through the global "
+                           "token reaches any position.")],
+}
 
 
 def _pattern(name, n, size):
@@ -124,6 +173,12 @@ def check_layers_to_connect(answer, pattern, size, i, j):
     before output ``i`` can depend on input ``j`` (``j <= i``)."""
     if pattern not in PATTERNS:
         raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
+    size = check_positive_int(size, "size")
+    i = check_positive_int(i, "i", minimum=0)
+    j = check_positive_int(j, "j", minimum=0)
+    if j > i or i >= MAX_POSITION:
+        raise ValueError(f"the positions must satisfy 0 <= j <= i < {MAX_POSITION} (an output "
+                         f"depends on inputs at or before it), got i = {i} and j = {j}")
     hint = {"window": "each layer moves information at most window - 1 positions forward; "
                       "count how many such moves cover the distance.",
             "strided": "one layer reaches the last stride positions and every stride-th one "
@@ -139,11 +194,9 @@ def check_layers_to_connect(answer, pattern, size, i, j):
     n = i + 1
     expected = int(layers_to_connect(_pattern(pattern, n, size), max_layers=n)[i, j])
     distance = i - j
+    window = math.ceil(distance / max(size - 1, 1))
     slips = [(1, "one layer is not enough: the input is outside the output's own pattern."),
-             (math.ceil(distance / max(size - 1, 1)),
-              "that would be a sliding window's count; this pattern has longer jumps."),
-             (math.ceil(distance / size), "a path can mix the pattern's long and short steps: "
-                                          "it need not hop one stride at a time.")]
+             *_PATTERN_SLIPS[pattern](distance, size, window)]
     for value, wrong in slips:
         if got == value != expected:
             return not_yet(wrong, hint)

@@ -102,6 +102,7 @@ def check_repeat_kv(fn, seed=16):
                 lambda k, groups: k),
     ]
     return judge(fn, cases, mistakes, what="key heads", stub_hint=hint,
-                 shape_rule="n_kv * groups heads of (n, d)",
+                 shape_rule="one key head per query head, the key/value heads times groups, each "
+                            "of shape (n, d)",
                  why="each key/value head serves a run of neighbouring query heads, as in "
                      "PyTorch's repeat_interleave and attn_core.multihead.repeat_kv.")

@@ -20,6 +20,7 @@ module                 explorer
 ``induction``          ``induction_explorer``: induction heads through training, ablation switch
 ``llm``                ``llm_explorer``: a real LLM answering; a head, a window and sinks
 ``beyond_quadratic``   ``beyond_explorer``: windows, sparse patterns, linear and latent attention
+``recall``             ``recall_explorer``: stored recall runs against pairs and state size
 =====================  ==============================================================
 
 Each explorer's factory and class are re-exported here, so a notebook's Try-it cell is
@@ -41,6 +42,7 @@ from .induction import InductionExplorer, induction_explorer
 from .kv_cache import KVCacheExplorer, kv_cache_explorer
 from .masks import MaskExplorer, mask_explorer
 from .positions import PositionsExplorer, positions_explorer
+from .recall import RecallExplorer, recall_explorer
 from .scaling import ScalingExplorer, scaling_explorer
 from .softmax import SoftmaxExplorer, softmax_explorer
 from .tiling import TilingExplorer, tiling_explorer
@@ -49,6 +51,7 @@ from .worked_example import WorkedExampleLab, worked_example_lab
 
 __all__ = [
     "BeyondExplorer",
+    "RecallExplorer",
     "CostExplorer",
     "Explorer",
     "GPTExplorer",
@@ -65,6 +68,7 @@ __all__ = [
     "TrainingExplorer",
     "WorkedExampleLab",
     "beyond_explorer",
+    "recall_explorer",
     "cost_explorer",
     "gpt_explorer",
     "kv_cache_explorer",

@@ -47,7 +47,7 @@ from ..threads import blas_threads, on_learner_threads
 from .clock import CLOCK_ATTR, clocked, without_clock  # noqa: F401  (re-exported)
 from .colors import *  # noqa: F403  (re-exported: tests check these colour pairs)
 from .colors import _ERROR_CSS, THEME_CSS
-from .notes import _Controls, _holds, dark_png, note_ranges, value_note
+from .notes import DarkFrames, _Controls, _holds, note_ranges, value_note
 from .png import raw_rgb, rgb_png
 
 # re-exported: the explorers and tests import the table helpers from base
@@ -288,6 +288,7 @@ class Explorer:
         self.theme_style = W.HTML(THEME_CSS, layout=W.Layout(display="none"))
         self.error_box = W.HTML(layout=W.Layout(display="none"))
         self.widget = None
+        self._dark_frames = {}  # Agg canvas -> its DarkFrames (each dark frame from the last)
         self._busy = False
         self._last_key = None
         self.canvas = None
@@ -369,7 +370,8 @@ class Explorer:
         if png != self.image.value:
             self.image.value = png
             if _dark_twin:
-                self.image_dark.value = dark_png(canvas.figure.canvas)
+                agg = canvas.figure.canvas
+                self.image_dark.value = self._dark_frames.setdefault(agg, DarkFrames()).png(agg)
 
     def _update(self):  # pragma: no cover - every subclass defines it
         raise NotImplementedError

@@ -30,6 +30,8 @@ METHODS = ("full", "sliding window", "strided", "fixed", "local + global", "BigB
            "linear", "latent cache (MLA)")
 NS = tuple(2**k for k in range(4, 11))  # 16 .. 1024
 SIZES = (4, 8, 16, 32, 64)
+#: The methods that have no window, stride or block: the size slider is disabled for them.
+SIZELESS = ("full", "linear", "latent cache (MLA)")
 #: The model whose cost and memory are drawn: Llama 2 7B's attention shape (32 layers, 32
 #: heads of 128, a 16-bit cache); the latent cache uses DeepSeek-V2's widths (d_c 512,
 #: RoPE key 64).
@@ -146,6 +148,7 @@ class BeyondExplorer(Explorer):
         key = (method, n, size)
         if key == self._last_key:
             return
+        c["size"].disabled = method in SIZELESS  # nothing for it to change: said below
         picture, cells, hops = pattern_summary(method, n, size)
         full_flops, flops = cost_curve(method, size)
         full_mem, mem = memory_curve(method, size)
@@ -153,6 +156,8 @@ class BeyondExplorer(Explorer):
         figures.update_beyond_figure(self.art, picture, full_flops, flops, i, full_mem, mem,
                                      n=n)
         note = " (the weights are never built)" if method == "linear" else ""
+        unused = ("<br>window / stride / block: off, this method has none (it reads every "
+                  "earlier token)" if method in SIZELESS else "")
         self.readout.value = (
             '<div data-name="beyond" style="font-family:monospace;font-size:13px">'
             f"{method}, n = {n}: <span data-k=\"cells\">{cells:,}</span> of "
@@ -163,7 +168,7 @@ class BeyondExplorer(Explorer):
             f"<br>after {MAX_TOKENS:,} tokens the decoder keeps "
             f'<span data-k="kept">{int(mem[-1]):,}</span> bytes, a full KV cache '
             f'<span data-k="full_kept">{int(full_mem[-1]):,}</span> ({LAYERS} layers, '
-            f"{HEADS} heads of {D_HEAD}, {DTYPE})</div>")
+            f"{HEADS} heads of {D_HEAD}, {DTYPE}){unused}</div>")
         self._show(self.canvas, [self.art.pattern, self.art.cost_full, self.art.cost_method,
                                  self.art.marker, self.art.memory_full,
                                  self.art.memory_method], static_key=n)
@@ -186,7 +191,8 @@ def beyond_explorer(method="strided", n=256, size=16):
     Returns
     -------
     BeyondExplorer
-        Controls ``"method"`` (one of ``METHODS``), ``"n"`` (16 to 2,048) and ``"size"``
-        (the window, stride, radius or block: 4 to 64).
+        Controls ``"method"`` (one of ``METHODS``), ``"n"`` (16 to 1,024: ``NS``) and
+        ``"size"`` (the window, stride, radius or block: 4 to 64; disabled for the methods of
+        ``SIZELESS``, which have none).
     """
     return BeyondExplorer(method, n, size)

@@ -27,14 +27,16 @@ from __future__ import annotations
 
 import html
 import threading
+import time
 
 import ipywidgets as W
 import numpy as np
 
 from .. import figures
 from ..nn.checkpoint import load_checkpoint
-from ..nn.generate import generate, next_token_probs
-from ..nn.gpt import gpt_forward
+from ..nn.generate import next_token_probs, sample_loop
+from ..nn.gpt import check_params, gpt_forward
+from ..threads import blas_threads
 from .base import (
     MUTED_COLOR,
     STYLE,
@@ -68,6 +70,13 @@ _TEXT_CSS = ("font-family:monospace;font-size:13px;white-space:pre-wrap;max-widt
              f"color:{TEXT_COLOR};margin:4px 0")
 _PROMPT_CSS = "font-weight:bold"
 _NOTE_CSS = f"font-family:sans-serif;font-size:12px;color:{MUTED_COLOR};margin:2px 0"
+#: While a continuation is drawn, the characters drawn so far are shown at most this often
+#: (seconds; the first at once): the text grows as it is drawn, a few updates, not 200.
+STREAM_EVERY = 0.05
+
+
+class _Stale(Exception):
+    """A continuation being drawn is out of date (a newer change came): stop drawing it."""
 
 
 class _HalvesCanvas(_Canvas):
@@ -138,7 +147,8 @@ class GPTExplorer(Explorer):
         self.checkpoint = load_checkpoint() if checkpoint is None else checkpoint
         cfg = self.checkpoint.config
         self.vocab = self.checkpoint.vocab
-        self.params = self.checkpoint.params
+        # checked once here: every continuation then samples on checked arguments
+        self.params = check_params(self.checkpoint.params, cfg)
         layer, head = figures.check_layer_head(layer, head, cfg.n_layers, cfg.n_heads)
         self.n_new = int(n_new)
         self.seed = int(seed)
@@ -204,9 +214,8 @@ class GPTExplorer(Explorer):
         """The continuation (``n_new`` characters, default ``self.n_new``; one character:
         the first of the whole continuation, the same draw, not stored)."""
         key = (self._prompt_text, temperature, top_k, self.seed)
-        if n_new is not None:  # generate runs on the learner's BLAS threads (attn_core.threads)
-            return generate(self.params, self.checkpoint.config, self._prompt[1], n_new,
-                            temperature=temperature, top_k=top_k, seed=self.seed)
+        if n_new is not None:
+            return self._draw_continuation(key, n_new=n_new)
         if key == self._sample_key:
             return self._generation
         self._generation = self._draw_continuation((*key, None, None))
@@ -214,12 +223,20 @@ class GPTExplorer(Explorer):
         self.samples += 1
         return self._generation
 
-    def _draw_continuation(self, key):
-        """``n_new`` characters after the prompt of state ``key`` (prompt, temperature, top-k,
-        seed, ...), seeded: the same state, the same text."""
+    def _draw_continuation(self, key, on_token=None, n_new=None):
+        """``self.n_new`` characters (or ``n_new``) after the prompt of state ``key`` (prompt,
+        temperature, top-k, seed, ...), seeded: the same state, the same text (``generate``'s
+        draws: its loop, its seeded generator, its sliding window). ``on_token(token)`` sees
+        each character as it is drawn. The arguments were checked when they were set (the
+        parameters once, in the constructor; the prompt when it was read), not again for
+        every sample."""
         prompt, temperature, top_k, seed = key[:4]
-        return generate(self.params, self.checkpoint.config, self.vocab.encode(prompt),
-                        self.n_new, temperature=temperature, top_k=top_k, seed=seed)
+        cfg = self.checkpoint.config
+        with blas_threads():
+            return sample_loop(self.params, cfg, np.asarray(self.vocab.encode(prompt)),
+                               self.n_new if n_new is None else n_new, float(temperature),
+                               int(top_k),
+                               np.random.default_rng(seed), cfg.n_ctx, on_token=on_token)
 
     def _resample(self):
         self.seed += 1
@@ -266,7 +283,7 @@ class GPTExplorer(Explorer):
         else:
             figures.update_gpt_map(self.art, w)
         with self._lock:  # from now on, a continuation still being drawn is out of date
-            self._write(text, gen, probs, w, names, heights)
+            self._write(text, None if gen is None else gen.new_ids, probs, w, names, heights)
             first_draw, self._last_key = last is None, key
         png = self.canvas.render_halves(self.art.bar_artists, self.art.map_artists,
                                         self.art.split_y, changed, static_key=text)
@@ -298,29 +315,49 @@ class GPTExplorer(Explorer):
                 self._report(exc)
 
     def _finish(self, key, text, probs, w, names, heights):
-        """Draw the continuation of the state ``key`` and show it, unless a newer change came
-        first (its own continuation follows)."""
+        """Draw the continuation of the state ``key`` and show it, growing as it is drawn
+        (every ``STREAM_EVERY`` seconds), unless a newer change comes first: then it stops
+        (that change's own continuation follows)."""
         if key != self._last_key:
             return
-        gen = self._draw_continuation(key)
+        drawn, shown_at = [], [None]
+
+        def on_token(token):
+            drawn.append(token)
+            now = time.perf_counter()
+            if shown_at[0] is not None and now - shown_at[0] < STREAM_EVERY:
+                return
+            with self._lock:
+                if key != self._last_key:
+                    raise _Stale
+                self._write(text, drawn, probs, w, names, heights, done=False)
+            shown_at[0] = time.perf_counter()
+
+        try:
+            gen = self._draw_continuation(key, on_token)
+        except _Stale:
+            return
         with self._lock:
             if key == self._last_key:
                 self._generation, self._sample_key = gen, key[:4]
                 self.samples += 1
-                self._write(text, gen, probs, w, names, heights)
+                self._write(text, gen.new_ids, probs, w, names, heights)
 
-    def _write(self, text, gen, probs, w, names, heights):
-        """The prompt and its continuation (``gen``; None: still being drawn) and the tables.
-        A prompt longer than the window: the note comes first, and only the characters the
-        model reads are echoed, after an ellipsis."""
+    def _write(self, text, new_ids, probs, w, names, heights, done=True):
+        """The prompt and its continuation (``new_ids``; None: none drawn yet; ``done``
+        False: still being drawn) and the tables. A prompt longer than the window: the note
+        comes first, and only the characters the model reads are echoed, after an
+        ellipsis."""
         prompt = self.controls["prompt"].value
         note, echo = "", prompt
         if len(prompt) > len(text):
             note = (f'<p style="{_NOTE_CSS}">The prompt has {len(prompt)} characters; the model '
                     f"reads only its last {len(text)} (its context window).</p>")
             echo = "…" + text
-        new = (html.escape(self.vocab.decode(gen.new_ids)) if gen is not None else
-               f'<span style="{_NOTE_CSS}"> (sampling…)</span>')
+        new = html.escape(self.vocab.decode(new_ids)) if new_ids is not None else ""
+        if not done or new_ids is None:
+            new += f'<span style="{_NOTE_CSS}"> (sampling…)</span>'
+
         self.text_box.value = (
             note + f'<div data-name="continuation" style="{_TEXT_CSS}">'
             f'<span style="{_PROMPT_CSS}">{html.escape(echo)}</span>{new}</div>')

@@ -16,7 +16,7 @@ import ipywidgets as W
 import numpy as np
 from PIL import Image, ImageChops, ImageDraw
 
-from ..figures.base import THEMED_IMAGE
+from ..figures.base import MASKED_FACE_COLOR, THEMED_IMAGE
 from .colors import (
     DARK_INK,
     DARK_PAGE,
@@ -144,6 +144,12 @@ _DARK_LUT = _dark_lut()
 _GREY_POINT = [255 if v <= GREY_CHROMA else 0 for v in range(256)]
 #: A white area inside an image at least this many pixels across (odd) is paper, not a number.
 PAPER_OPENING = 7
+#: The masked cells' face (``figures.base.MASKED_FACE_COLOR``) as one grey level.
+MASKED_LEVEL = int(MASKED_FACE_COLOR[1:3], 16)
+#: Inside an image, the greys up to this many pixels from a masked area (as large as
+#: PAPER_OPENING) follow it into the dark theme: its hatching, their anti-aliased edges and
+#: the text written on masked cells.
+MASKED_MARGIN = 3
 
 
 def dark_image(light, keep_boxes):
@@ -151,50 +157,78 @@ def dark_image(light, keep_boxes):
     ``keep_boxes`` get their lightness inverted into [DARK_PAGE, DARK_INK] (white paper ->
     the dark page, black ink -> light ink); colours, and everything inside the boxes
     (images: a heatmap's cells and their numbers), stay, except white areas at least
-    ``PAPER_OPENING`` pixels across: blank paper inside an image, which turns dark too.
+    ``PAPER_OPENING`` pixels across (blank paper inside an image) and masked areas as large
+    (``MASKED_FACE_COLOR``: masked and uncomputed cells), with the greys up to
+    ``MASKED_MARGIN`` pixels around them (hatching, text on the cells): those turn dark too
+    (issue 47: they were bright blocks, a tenth of some dark frames).
 
-    keep_boxes : (left, top, right, bottom) pixel boxes. All in Pillow's C loops: a frame
-    costs about as much as encoding its PNG.
+    keep_boxes : (left, top, right, bottom) pixel boxes. All in Pillow's C loops but the
+    openings (numpy): a frame costs about as much as encoding its PNG.
     """
     r, g, b = light.split()
     chroma = ImageChops.subtract(ImageChops.lighter(ImageChops.lighter(r, g), b),
                                  ImageChops.darker(ImageChops.darker(r, g), b))
     grey = chroma.point(_GREY_POINT)  # 255 where a pixel is a grey
+    is_grey = np.asarray(grey) == 255 if keep_boxes else None
     draw = ImageDraw.Draw(grey)
     for box in keep_boxes:
         draw.rectangle(box, fill=0)
     # Paper inside an image (its blank cells beyond the data, gaps between maps) is paper
     # too: pure white areas at least PAPER_OPENING pixels across; white numbers and halos on
-    # the cells are thinner, and the opening (erode, then dilate) leaves them out.
+    # the cells are thinner, and the opening (erode, then dilate) leaves them out. Masked
+    # areas as large, and the greys around them, likewise.
     if keep_boxes:
-        white = np.asarray(ImageChops.darker(ImageChops.darker(r, g), b)) == 255
+        green = np.asarray(g)
+        low = np.asarray(ImageChops.darker(ImageChops.darker(r, g), b))
+        white = low == 255
+        masked = is_grey & (green == MASKED_LEVEL) & (low >= MASKED_LEVEL - GREY_CHROMA)
         paper = np.zeros(white.shape, dtype=bool)
         for left, top, right, bottom in keep_boxes:
             inside = (slice(max(top, 0), bottom + 1), slice(max(left, 0), right + 1))
             paper[inside] = _opened(white[inside], PAPER_OPENING)
+            if masked[inside].any():
+                paper[inside] |= _near_masked(masked[inside], is_grey[inside])
         if paper.any():
             grey = ImageChops.lighter(grey, Image.fromarray(paper.astype(np.uint8) * 255))
     swapped = Image.merge("RGB", [g.point(_DARK_LUT[:, i].tolist()) for i in range(3)])
     return Image.composite(swapped, light, grey)
 
 
+def _along(m, axis, combine, fill, size):
+    """Combine each pixel of the bool array ``m`` with its ``size - 1`` neighbours along
+    ``axis`` (``size`` odd; beyond the edge: ``fill``)."""
+    pad = size // 2
+    widths = [(0, 0), (0, 0)]
+    widths[axis] = (pad, pad)
+    padded = np.pad(m, widths, constant_values=fill)
+    out = m.copy()
+    n = m.shape[axis]
+    for shift in range(size):
+        combine(out, padded[(slice(None),) * axis + (slice(shift, shift + n),)], out=out)
+    return out
+
+
 def _opened(mask, size):
     """Binary opening of the bool array ``mask`` by a ``size`` x ``size`` square (odd): the
     pixels of the white areas a whole square fits in. Separable, one axis at a time."""
-    pad = size // 2
+    eroded = _along(_along(mask, 0, np.logical_and, True, size), 1, np.logical_and, True, size)
+    return _grown(eroded, size // 2)
 
-    def along(m, axis, combine, fill):  # combine each pixel with its size - 1 neighbours
-        widths = [(0, 0), (0, 0)]
-        widths[axis] = (pad, pad)
-        padded = np.pad(m, widths, constant_values=fill)
-        out = m.copy()
-        n = m.shape[axis]
-        for shift in range(size):
-            combine(out, padded[(slice(None),) * axis + (slice(shift, shift + n),)], out=out)
-        return out
 
-    eroded = along(along(mask, 0, np.logical_and, True), 1, np.logical_and, True)
-    return along(along(eroded, 0, np.logical_or, False), 1, np.logical_or, False)
+def _near_masked(masked, is_grey):
+    """The pixels that follow a masked area into the dark theme: its face where a
+    PAPER_OPENING square fits, the greys up to MASKED_MARGIN pixels from there, and the
+    face's own pixels up to PAPER_OPENING from there (the corners between hatching and cells
+    a square does not fit in). Bool arrays of one shape."""
+    large = _opened(masked, PAPER_OPENING)
+    return ((_grown(large, MASKED_MARGIN) & is_grey)
+            | (_grown(large, PAPER_OPENING) & masked))
+
+
+def _grown(mask, by):
+    """The bool array ``mask`` dilated by a square reaching ``by`` pixels on every side."""
+    size = 2 * by + 1
+    return _along(_along(mask, 0, np.logical_or, False, size), 1, np.logical_or, False, size)
 
 
 def dark_rgb(rgb, keep):
@@ -202,13 +236,17 @@ def dark_rgb(rgb, keep):
     (h, w) bool (True: left as is). Returns a new (h, w, 3) uint8 array."""
     r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
     chroma = np.maximum(np.maximum(r, g), b) - np.minimum(np.minimum(r, g), b)
+    is_grey = chroma <= GREY_CHROMA
     white = (rgb == 255).all(axis=-1)
+    low = rgb.min(axis=-1)
+    masked = is_grey & (g == MASKED_LEVEL) & (low >= MASKED_LEVEL - GREY_CHROMA)
     paper = np.zeros_like(white)
     rows, cols = np.nonzero(keep)
     if rows.size:  # one box here: the bounding box of keep
         inside = (slice(rows.min(), rows.max() + 1), slice(cols.min(), cols.max() + 1))
-        paper[inside] = _opened(white[inside], PAPER_OPENING) & keep[inside]
-    grey = ((chroma <= GREY_CHROMA) & ~keep) | paper
+        near = _near_masked(masked[inside], is_grey[inside])
+        paper[inside] = (_opened(white[inside], PAPER_OPENING) | near) & keep[inside]
+    grey = (is_grey & ~keep) | paper
     out = np.array(rgb)
     out[grey] = _DARK_LUT[g[grey]]
     return out
@@ -236,7 +274,73 @@ def image_boxes(figure):
 
 def dark_png(canvas):
     """The dark theme's PNG of an Agg canvas' current pixels (:func:`dark_image`)."""
-    rgba = canvas.buffer_rgba()
-    height, width = rgba.shape[:2]
-    light = Image.frombytes("RGB", (width, height), rgba, "raw", "RGBX")
-    return rgb_png(np.asarray(dark_image(light, image_boxes(canvas.figure))))
+    return DarkFrames().png(canvas)
+
+
+#: How far the paper and masked openings (:func:`_opened`: erode, then dilate; the masked
+#: area then grown, :func:`_near_masked`) reach: a pixel's result depends on the pixels up to this
+#: many away.
+_OPENING_REACH = 2 * (PAPER_OPENING // 2) + max(MASKED_MARGIN, PAPER_OPENING)
+
+
+class DarkFrames:
+    """The dark twins of one canvas' successive frames, each made from the one before.
+
+    A slider move redraws part of a frame (a map, a highlight, a few labels): only the
+    rectangle of pixels that changed since the last frame, widened by what the paper opening
+    reaches, is converted again (:func:`dark_image` on a crop); the rest is the last dark
+    frame's. A first frame, a new size or moved images convert the whole frame. Every frame
+    equals ``dark_image`` of the whole light frame, pixel for pixel (tested).
+    """
+
+    def __init__(self):
+        self._light = None  # (h, w) uint32: the light pixels the dark frame was made from
+        self._dark = None  # (h, w, 4) uint8: the dark frame, opaque RGBA
+        self._boxes = None
+        self._png = None
+        self.converted = 0  # pixels converted by the last call (for tests and benchmarks)
+
+    def png(self, canvas):
+        """PNG bytes of the dark twin of the canvas' current pixels."""
+        rgba = np.asarray(canvas.buffer_rgba())  # (h, w, 4) uint8
+        height, width = rgba.shape[:2]
+        words = np.ascontiguousarray(rgba).view(np.uint32)[..., 0]  # (h, w): one per pixel
+        boxes = image_boxes(canvas.figure)
+        if self._light is None or self._light.shape != words.shape or boxes != self._boxes:
+            self._dark = np.full((height, width, 4), 255, dtype=np.uint8)
+            region = (0, 0, width, height)
+        else:
+            changed = words != self._light  # (h, w) bool
+            rows = np.flatnonzero(changed.any(axis=1))
+            if rows.size == 0:
+                self.converted = 0
+                return self._png
+            cols = np.flatnonzero(changed[rows[0]:rows[-1] + 1].any(axis=0))
+            region = (int(cols[0]), int(rows[0]), int(cols[-1]) + 1, int(rows[-1]) + 1)
+        self._convert(rgba, region, boxes)
+        self._light, self._boxes = words.copy(), boxes
+        self._png = rgb_png(self._dark)
+        return self._png
+
+    def _convert(self, rgba, region, boxes):
+        """Convert ``region`` (left, top, right, bottom; exclusive) and all it influences."""
+        height, width = rgba.shape[:2]
+        reach = _OPENING_REACH
+
+        def widen(box):  # by ``reach`` on every side, within the frame
+            left, top, right, bottom = box
+            return (max(left - reach, 0), max(top - reach, 0), min(right + reach, width),
+                    min(bottom + reach, height))
+
+        paste = widen(region)  # every pixel whose dark value may have changed
+        left, top, right, bottom = crop = widen(paste)  # and every pixel those depend on
+        light = Image.frombytes("RGB", (right - left, bottom - top),
+                                rgba[top:bottom, left:right].tobytes(), "raw", "RGBX")
+        shifted = [(max(bl - left, 0), max(bt - top, 0), min(br - left, right - left - 1),
+                    min(bb - top, bottom - top - 1))
+                   for bl, bt, br, bb in boxes
+                   if bl < right and br >= left and bt < bottom and bb >= top]
+        dark = np.asarray(dark_image(light, shifted))  # (crop h, crop w, 3)
+        pl, pt, pr, pb = paste
+        self._dark[pt:pb, pl:pr, :3] = dark[pt - top:pb - top, pl - left:pr - left]
+        self.converted = (crop[2] - crop[0]) * (crop[3] - crop[1])

@@ -3,19 +3,23 @@
 Encoding the frame was the largest part of a slider's answer (about half of it for the
 real-model explorers: 25 ms of a 1568 x 832 frame, twice, light and dark). Pillow's PNG
 writer picks a filter for every row, and that choice, not zlib, is most of its time; it has
-no option to skip it. The explorers' frames are flat colours and anti-aliased text, which
-compress as well without a filter: this writer stores every row unfiltered (PNG filter
-type 0) and compresses with zlib at level 1. On that frame: 13 ms and 145 kB, against
-Pillow's 25 ms and 147 kB; 1.6 to 1.9 times faster on every explorer's frame, the files 9%
-smaller to 24% larger (``benchmarks/bench_explorers.py --png`` measures both on every
-explorer). The file is a plain 8-bit RGB PNG (any viewer, Pillow, the browser read it;
-``tests/test_explorer_png.py`` decodes it with Pillow and compares every pixel).
+no option to skip it. The explorers' frames are flat colours and anti-aliased text: this
+writer gives every row the same filter ("Up": each byte minus the one above it, one numpy
+subtraction) and compresses with zlib at level 1. Until issue 47 it stored the rows
+unfiltered as RGB, and dropping the fourth byte of each of the canvas' RGBA pixels cost more
+than zlib itself; an opaque frame is now written as RGBA, its rows copied whole (the alpha
+bytes filter to zeros): 1.3 to 1.6 times faster than that writer on every explorer's first
+frame, the files 7% smaller to 28% larger (``benchmarks/bench_explorers.py --png`` measures
+it against that writer and Pillow, CPU time, interleaved). The file is a plain 8-bit RGB or
+RGBA PNG (any viewer, Pillow, the browser read it; ``tests/test_explorer_png.py`` decodes it
+with Pillow and compares every pixel).
 
 zlib releases the GIL while it compresses, so a sampling thread (the GPT explorer) keeps
 running meanwhile.
 """
 
 import struct
+import sys
 import zlib
 
 import numpy as np
@@ -47,7 +51,14 @@ def rgb_png(pixels, level=ZLIB_LEVEL):
     Returns
     -------
     bytes
-        An 8-bit RGB PNG, every row unfiltered.
+        An 8-bit PNG of the RGB pixels, every row "Up"-filtered: RGB, or RGBA when the fourth
+        channel is 255 everywhere (an opaque frame: its rows are copied whole, where dropping
+        the fourth byte of every pixel cost more than zlib).
+
+    Notes
+    -----
+    PNG's "Up" filter stores each byte minus the byte above it (modulo 256): one numpy
+    subtraction, and the flat areas of a frame become runs of zeros.
     """
     a = np.asarray(pixels)
     if a.dtype != np.uint8 or a.ndim != 3 or a.shape[2] not in (3, 4) or 0 in a.shape[:2]:
@@ -56,12 +67,32 @@ def rgb_png(pixels, level=ZLIB_LEVEL):
     if not (isinstance(level, int) and 0 <= level <= 9):
         raise ValueError(f"level must be an int from 0 to 9, got {level!r}")
     height, width = a.shape[:2]
-    rows = np.empty((height, 1 + 3 * width), dtype=np.uint8)
-    rows[:, 0] = 0  # filter type 0 (None) for every row
-    rows[:, 1:].reshape(height, width, 3)[...] = a[:, :, :3]
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8 bit, RGB, no interlace
+    if a.shape[2] == 4 and not _opaque(a):
+        a = a[:, :, :3]
+    channels = a.shape[2]
+    flat = np.ascontiguousarray(a).reshape(height, width * channels)  # (h, w * channels)
+    rows = np.empty((height, 1 + width * channels), dtype=np.uint8)
+    rows[:, 0] = UP_FILTER
+    rows[0, 1:] = flat[0]  # the row above the first is zeros
+    np.subtract(flat[1:], flat[:-1], out=rows[1:, 1:])  # uint8: modulo 256, as PNG wants
+    color_type = 6 if channels == 4 else 2  # RGBA or RGB
+    header = struct.pack(">IIBBBBB", width, height, 8, color_type, 0, 0, 0)  # no interlace
     return (_SIGNATURE + _chunk(b"IHDR", header)
             + _chunk(b"IDAT", zlib.compress(rows.data, level)) + _chunk(b"IEND", b""))
+
+
+#: PNG's filter type 2: each byte minus the one above it.
+UP_FILTER = 2
+
+
+def _opaque(rgba):
+    """Whether the (h, w, 4) uint8 pixels' fourth channel is 255 everywhere (one pass over
+    32-bit words: alpha is their top byte on a little-endian machine, the lowest otherwise)."""
+    if not rgba.flags.c_contiguous:
+        return bool((rgba[:, :, 3] == 255).all())
+    words = rgba.view(np.uint32)
+    alpha = np.uint32(0xFF000000 if sys.byteorder == "little" else 0xFF)
+    return bool(((words & alpha) == alpha).all())
 
 
 #: The first bytes of a raw frame (:func:`raw_rgb`): never those of a PNG.

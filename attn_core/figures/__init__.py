@@ -33,6 +33,7 @@ module                 figures
 ``gpt``                the tiny GPT: next-character bars above one head's map
 ``kv_cache``           today's KV cache: head sharing, window + sinks, bytes per token
 ``beyond_quadratic``   notebook 18: a method's cells, its cost against n, its memory
+``recall``             notebook 19: recall accuracy against pairs per mixer, memory kept
 ``induction``          induction heads: both copies' losses, two heads' maps (notebook 15)
 ``real_llm``           the real LLM (17): first-token weight by layer; a head's map beside
                        the windowed losses
@@ -68,6 +69,7 @@ from . import (
     positions,
     products,
     real_llm,
+    recall,
     training,
 )
 from .alt import *  # noqa: F403
@@ -92,13 +94,14 @@ from .model_roles import *  # noqa: F403
 from .positions import *  # noqa: F403
 from .products import *  # noqa: F403
 from .real_llm import *  # noqa: F403
+from .recall import *  # noqa: F403
 from .training import *  # noqa: F403
 
 _MODULES = (alt, bars, base, beyond_length, beyond_quadratic, cells, gpt, head_grids,
             head_mosaics, heatmaps,
             induction, kv_cache, lines,
             mask_grids, model_axes, model_base, model_every_head, model_head_maps, model_panels,
-            model_roles, positions, products, real_llm, training)
+            model_roles, positions, products, real_llm, recall, training)
 __all__ = sorted({name for module in _MODULES for name in module.__all__})
 
 alt.register()  # in a notebook kernel: every displayed figure carries its alt text

@@ -1,5 +1,8 @@
 """A grid drawn at the largest size, showing only its first n tokens (the rest faded),
 so that an explorer can change the length without rebuilding its figure.
+
+Used by notebook 07's ``mask_explorer`` (:mod:`attn_core.explorers.masks`), for its
+sequence-length slider; "beyond" is the tokens beyond the length, not notebook 18.
 """
 
 from __future__ import annotations

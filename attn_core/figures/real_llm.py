@@ -25,6 +25,7 @@ from .base import (
     TITLE_FONTSIZE,
     _as_1d,
     _as_2d,
+    _cell_points,
     token_labels,
 )
 from .heatmaps import heatmap, update_heatmap
@@ -144,6 +145,27 @@ class LLMFigureArtists:
                 self.marker]
 
 
+#: The map's token labels are drawn at this size (points: 10 CSS pixels at the explorers'
+#: 80 per inch); where the cells are smaller, only every k-th token is labelled (issue 47:
+#: at 64 tokens every label was 4-5 pixels high).
+MAP_LABEL_FONTSIZE = TICK_FONTSIZE
+#: A label needs this many times its font size of cells along the axis: 1.2 lines apart
+#: across the key labels, which are turned 45 degrees (1.2 / sin 45 degrees, about 1.7).
+MAP_LABEL_SPACING = 1.7
+
+
+def _legible_token_ticks(ax, labels, shape):
+    """Label every k-th row and column (k the smallest that gives each label
+    ``MAP_LABEL_SPACING`` times ``MAP_LABEL_FONTSIZE`` of room), all at that size."""
+    step = max(1, int(np.ceil(MAP_LABEL_SPACING * MAP_LABEL_FONTSIZE / _cell_points(ax, shape))))
+    at = np.arange(0, len(labels), step)
+    shown = [labels[i] for i in at]
+    ax.set_yticks(at, shown, fontsize=MAP_LABEL_FONTSIZE)
+    ax.set_xticks(at, shown, fontsize=MAP_LABEL_FONTSIZE, rotation=45, ha="right",
+                  rotation_mode="anchor")
+    return step
+
+
 def llm_figure(weights, pieces, windows, losses, full_loss, *, fig=None, window=None,
                n_sink=0, map_title="the head's attention over the conversation"):
     """One head's map over the conversation (left) and the loss a window and sinks give (right).
@@ -176,6 +198,7 @@ def llm_figure(weights, pieces, windows, losses, full_loss, *, fig=None, window=
     art_map = heatmap(w, labels, labels, ax=map_ax, vmin=0.0, vmax=1.0, annotate=False,
                       mask=np.tril(np.ones(w.shape, dtype=bool)), title=map_title,
                       xlabel="key (earlier token)", ylabel="query (token)")
+    _legible_token_ticks(map_ax, labels, w.shape)
     curves = {}
     for i, (sinks, values) in enumerate(sorted(losses.items())):
         y = _as_1d(values, f"losses[{sinks}]")
@@ -216,6 +239,8 @@ def update_llm_map(artists, weights, pieces=None, *, title=None):
     labels = None if pieces is None else piece_labels(pieces)
     update_heatmap(artists.map, w, mask=np.tril(np.ones(w.shape, dtype=bool)),
                    row_labels=labels, col_labels=labels)
+    if labels is not None:
+        _legible_token_ticks(artists.map.ax, labels, w.shape)
     if title is not None:
         artists.map.ax.set_title(title, fontsize=TITLE_FONTSIZE)
     return artists

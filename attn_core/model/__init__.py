@@ -17,6 +17,8 @@
   sliding window with sinks)
 * :mod:`attn_core.model.llm_tokenizer` -- its tokenizer (``tokenizers``) and ChatML prompt
 * :mod:`attn_core.model.llm_generate`  -- ``chat`` and ``llm_generate`` through the KV cache
+* :mod:`attn_core.model.llm_fast`      -- ``LLMDecoder``, the decoding path they run
+  (preallocated KV buffers, checks at the boundary), and ``stack_matrices``
 
 Import the modules by name (``from attn_core.model.pretrained import load_model``): this
 package imports none of them, so the exercise checks can use ``head_roles`` without

@@ -144,6 +144,8 @@ def read_header(path, values=True):
                 return _parse(data, values)
             except struct.error as e:
                 raise ValueError(f"{path} is cut short or is not a GGUF file: {e}") from None
+            except ValueError as e:  # an unknown value type, a bad alignment
+                raise ValueError(f"{path}: {e}") from None
 
 
 def _parse(data, values):
@@ -167,6 +169,8 @@ def _parse(data, values):
         dims = [cur.take("Q") for _ in range(n_dims)]
         kind, offset = TYPE_NAMES.get(cur.take("I"), "other"), cur.take("Q")
         infos.append((name, tuple(reversed(dims)), kind, offset))
+    if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment < 1:
+        raise ValueError(f"its {_ALIGNMENT_KEY} must be a whole number >= 1, got {alignment!r}")
     base = -(-cur.at // alignment) * alignment  # the data section starts aligned
     table = []
     for name, shape, kind, offset in infos:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import check_positive_int, check_result, checked_later
+from .._validate import check_finite, check_positive_int, check_result, checked_later
 from ..masks import causal_mask, window_mask
 from ..nn.block_options import BlockOptions, block_shapes
 from ..nn.decoder import decoder_forward
@@ -122,6 +122,18 @@ def _check_params(params, config):
             raise ValueError(f"params[{name!r}] must be an ndarray of shape {shape}, got "
                              f"{getattr(a, 'shape', type(a).__name__)}")
     return params
+
+
+def _bad_weight(params):
+    """The ValueError naming the first parameter that holds NaN or inf (None when every one
+    is finite). Looked for only when a forward pass has failed: the cause, named, instead of
+    the overflow it led to; a pass that succeeds pays nothing for it."""
+    for name, a in params.items():
+        try:
+            check_finite(a, f"params[{name!r}]")
+        except ValueError as e:
+            return ValueError(f"{e}: a weight must be finite (pass the params of load_llm())")
+    return None
 
 
 def llm_window_mask(n, window, n_sink=0):
@@ -245,12 +257,18 @@ def llm_forward(params, config, ids, *, window=None, n_sink=0, weights_of=None,
     keys_masked = _check_positions(keys_masked, "keys_masked", n)
     values_zeroed = _check_positions(values_zeroed, "values_zeroed", n)
     ablate = check_ablate(ablate, config, n, params["wte"].dtype)
-    with blas_threads(), checked_later():
-        logits, weights, state = decoder_forward(
-            params, config, ids, ablate=ablate, mask=mask, keys_masked=keys_masked,
-            values_zeroed=values_zeroed, weights_of=weights_of or None, heads_of=heads_of,
-            unembed=_unembed)
-    check_result(logits, "the logits")
+    try:
+        with blas_threads(), checked_later():
+            logits, weights, state = decoder_forward(
+                params, config, ids, ablate=ablate, mask=mask, keys_masked=keys_masked,
+                values_zeroed=values_zeroed, weights_of=weights_of or None, heads_of=heads_of,
+                unembed=_unembed)
+        check_result(logits, "the logits")
+    except ValueError:
+        bad = _bad_weight(params)
+        if bad is not None:
+            raise bad from None
+        raise
     return LLMRun(logits=logits, weights=weights, heads=state["heads"])
 
 

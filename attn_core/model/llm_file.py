@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import numbers
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +42,7 @@ import numpy as np
 from .._validate import check_finite, perturb_init
 from . import gguf_layout
 from .llm import LLMConfig, llm_param_shapes
+from .llm_fast import stack_matrices
 from .pretrained import _sha256
 
 __all__ = ["ARCHITECTURE", "FILE_NAME", "FILE_SHA256", "GGUF_NAMES", "LLMFileError",
@@ -120,6 +122,16 @@ def _field(header, key, path, default=None):
     return value
 
 
+def _number(value, real, key, path):
+    """The metadata field ``key``'s ``value`` as a float (``real``) or an int, or an
+    LLMFileError naming the field and the file."""
+    ok = numbers.Real if real else numbers.Integral
+    if isinstance(value, bool) or not isinstance(value, ok):
+        raise LLMFileError(f"{path}: the metadata field {key!r} must be "
+                           f"{'a number' if real else 'a whole number'}, got {value!r}")
+    return float(value) if real else int(value)
+
+
 def _open(path):
     """The file's :class:`~attn_core.model.gguf_layout.Header` (metadata with its values)."""
     path = Path(path)
@@ -143,7 +155,8 @@ def _metadata(header, path):
     values["vocab_size"] = _field(header, f"{arch}.vocab_size", path, default=n_vocab)
     if values["vocab_size"] is None:
         raise LLMFileError(f"{path} says neither its vocabulary size nor its tokens")
-    values = {k: (float(v) if k in ("rope_base", "eps") else int(v)) for k, v in values.items()}
+    values = {k: _number(v, k in ("rope_base", "eps"), f"{arch}.{_HPARAMS.get(k, k)}", path)
+              for k, v in values.items()}
     # RoPE on every feature of a head (the GGUF's rope.dimension_count, when present)
     rot = _field(header, f"{arch}.rope.dimension_count", path, default=-1)
     if rot not in (-1, values["d_model"] // values["n_heads"]):
@@ -174,7 +187,10 @@ def _tensor(gguf, data, tensors, name, shape, path):
     if w.shape != shape:
         raise LLMFileError(f"{path}: tensor {name!r} has shape {w.shape}, expected {shape} "
                            "for the file's hyper-parameters")
-    check_finite(w, f"the tensor {name!r} of {path}")
+    try:
+        check_finite(w, f"the tensor {name!r}")
+    except ValueError as e:
+        raise LLMFileError(f"{path}: {e}") from None
     # unchanged, unless CI's rounding test (ATTN_CORE_PERTURB_INIT=1) nudges every weight by
     # one ulp: what notebook 17 prints must not hang on float32's last bit
     w = perturb_init(w)
@@ -192,7 +208,9 @@ def read_gguf(path):
     -------
     params : dict of float32 ndarray
         The names of :func:`attn_core.model.llm.llm_param_shapes`; every matrix (in, out) as
-        the view ``W.T`` of the file's (out, in) tensor; ``w_unembed`` is ``wte.T`` unless
+        the view ``W.T`` of the file's (out, in) tensor (a block's ``w_q``, ``w_k``, ``w_v``,
+        and its ``w_gate``, ``w_up``, views of one stacked array:
+        :func:`attn_core.model.llm_fast.stack_matrices`); ``w_unembed`` is ``wte.T`` unless
         the file has its own ``output.weight``.
     config : LLMConfig
     metadata : dict
@@ -227,6 +245,8 @@ def read_gguf(path):
                                       (config.vocab_size, config.d_model), path).T
     else:
         params["w_unembed"] = params["wte"].T  # tied: (vocab, d) -> view (d, vocab)
+    # q, k, v (and gate, up) as rows of one array each: one product per group in decoding
+    params = stack_matrices(params, config.n_layers)
     return params, config, _tokenizer_fields(header)
 
 

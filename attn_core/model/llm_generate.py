@@ -1,6 +1,7 @@
 """Talking to SmolLM2: text in, an answer out, decoded token by token through the course's
 one cached decoding loop (:func:`attn_core.nn.generate.sample_loop`: per-layer KV caches of
-3 key/value heads, rotary positions at each new token's place).
+3 key/value heads, rotary positions at each new token's place), the model run by
+:class:`attn_core.model.llm_fast.LLMDecoder` (the arguments checked here, once).
 
 Greedy decoding (``greedy=True``: always the most likely token) or sampling with a
 temperature and top-k (:func:`attn_core.nn.next_token_probs`); the answer stops at
@@ -19,16 +20,17 @@ Public API
 from __future__ import annotations
 
 import dataclasses
-import numbers
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
-from .._validate import check_positive_int
+from .._validate import check_bool, check_positive_int, check_seed
 from ..nn.embeddings import check_ids
 from ..nn.generate import Generation, check_temperature, check_top_k, sample_loop
 from ..threads import blas_threads
-from .llm import _check_config, _check_params
+from .llm import _bad_weight, _check_config, _check_params
+from .llm_fast import LLMDecoder
 from .llm_file import load_llm
 from .llm_tokenizer import IM_END, check_text, encode_chat, llm_tokenizer
 
@@ -85,7 +87,7 @@ def llm_generate(prompt_ids, max_new=64, *, greedy=False, temperature=1.0, top_k
         ``top_k`` are then not used.
     temperature, top_k
         See :func:`attn_core.nn.next_token_probs`.
-    seed : int
+    seed : int >= 0
         Seeds the one uniform draw per token (``np.random.default_rng(seed)``).
     context : int, optional
         The longest window the model reads (default its ``n_ctx``, 8192): a text that
@@ -118,8 +120,11 @@ def llm_generate(prompt_ids, max_new=64, *, greedy=False, temperature=1.0, top_k
         raise TypeError(f"greedy must be True or False, got {greedy!r}")
     temperature = 1.0 if greedy else check_temperature(temperature)
     top_k = 1 if greedy else check_top_k(top_k, config.vocab_size)
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    seed = check_seed(seed)
+    stop = check_bool(stop, "stop")
+    if on_token is not None and not callable(on_token):
+        raise TypeError(f"on_token must be a function of a token id, or None, got "
+                        f"{type(on_token).__name__}")
     context = config.n_ctx if context is None else check_positive_int(context, "context")
     if context > config.n_ctx:
         raise ValueError(f"context must be at most the model's n_ctx = {config.n_ctx}, got "
@@ -130,10 +135,17 @@ def llm_generate(prompt_ids, max_new=64, *, greedy=False, temperature=1.0, top_k
     tok = llm_tokenizer() if model is None else None
     stop_ids = (tok.token_to_id(IM_END),) if stop and tok is not None else (
         (2,) if stop else ())  # <|im_end|> is id 2 in SmolLM2's vocabulary
-    with blas_threads():
-        gen = sample_loop(params, config, prompt, max_new, temperature, top_k,
-                          np.random.default_rng(seed), keep, n_ctx=context, stop_ids=stop_ids,
-                          on_token=on_token)
+    try:
+        with blas_threads():
+            gen = sample_loop(params, config, prompt, max_new, temperature, top_k,
+                              np.random.default_rng(seed), keep, n_ctx=context,
+                              stop_ids=stop_ids, on_token=on_token,
+                              engine=partial(LLMDecoder, params, config))
+    except ValueError:
+        bad = _bad_weight(params)  # the cause (a NaN weight), not the overflow it led to
+        if bad is not None:
+            raise bad from None
+        raise
     stopped = bool(len(gen.new_ids)) and int(gen.new_ids[-1]) in stop_ids
     shown = gen.new_ids[:-1] if stopped else gen.new_ids
     text = llm_tokenizer().decode(shown.tolist()) if model is None else ""

@@ -23,6 +23,8 @@ array([1., 2.], dtype=float32)
 
 import numpy as np
 
+from .._validate import as_float_array, check_finite
+
 #: Weights in one block of every format here.
 BLOCK_SIZE = 32
 #: Bytes of one block: float16 scale (2) + 32 signed bytes.
@@ -108,13 +110,16 @@ def quantize_q4_1(w):
     rounded to float16, as the file stores them.
 
     w : (..., k) float ndarray with k a multiple of 32. Returns the same shape, float32.
+    A NaN or inf weight, or a block whose ``d`` or ``m`` is beyond float16's range (the
+    file could not store it), is a ValueError.
     """
     w, blocks = _blocks(w)
     lo, hi = blocks.min(axis=-1, keepdims=True), blocks.max(axis=-1, keepdims=True)
-    d = (hi - lo) / np.float32(15)  # (n_blocks, 1)
+    with np.errstate(over="ignore"):  # (hi - lo beyond float32: d inf, refused just below)
+        d = (hi - lo) / np.float32(15)  # (n_blocks, 1)
+    d16, m16 = _float16(d, "scale d"), _float16(lo, "minimum m")
     inv = np.divide(1, d, out=np.zeros_like(d), where=d != 0)
     q = np.clip(np.trunc((blocks - lo) * inv + np.float32(0.5)), 0, 15)  # (n_blocks, 32)
-    d16, m16 = (x.astype(np.float16).astype(np.float32) for x in (d, lo))
     return (d16 * q + m16).reshape(w.shape)
 
 
@@ -125,20 +130,37 @@ def quantize_q8_0(w):
     then rounded to float16, as the file stores it.
 
     w : (..., k) float ndarray with k a multiple of 32. Returns the same shape, float32.
+    A NaN or inf weight, or a block whose ``d`` is beyond float16's range, is a ValueError.
     """
     w, blocks = _blocks(w)
     d = np.abs(blocks).max(axis=-1, keepdims=True) / np.float32(127)  # (n_blocks, 1)
+    d16 = _float16(d, "scale d")
     x = blocks * np.divide(1, d, out=np.zeros_like(d), where=d != 0)  # (n_blocks, 32)
     q = np.sign(x) * np.floor(np.abs(x) + np.float32(0.5))
-    return (d.astype(np.float16).astype(np.float32) * q).reshape(w.shape)
+    return (d16 * q).reshape(w.shape)
 
 
 def _blocks(w):
-    w = np.asarray(w, dtype=np.float32)
+    w = as_float_array(w, "w")  # NaN and inf refused
+    with np.errstate(over="ignore"):
+        w = w.astype(np.float32, copy=False)
+    check_finite(w, "w in float32 (as a file's weights are read)")
     if w.ndim == 0 or w.shape[-1] % BLOCK_SIZE:
         raise ValueError(f"w's last axis must be a multiple of {BLOCK_SIZE}; got shape "
                          f"{w.shape}")
     return w, w.reshape(-1, BLOCK_SIZE)  # (n_blocks, 32)
+
+
+def _float16(x, what):
+    """``x`` rounded to float16, as the file stores it, back in float32; a ValueError when a
+    value is beyond float16's range (it would be stored as inf)."""
+    with np.errstate(over="ignore"):
+        x16 = x.astype(np.float16)
+    if not np.isfinite(x16).all():
+        raise ValueError(f"w is too large for this format: a block's {what} is "
+                         f"{float(np.abs(x).max()):.4g}, beyond float16's largest number "
+                         f"{float(np.finfo(np.float16).max):g} (the file stores it in float16)")
+    return x16.astype(np.float32)
 
 
 def relative_error(w, w_hat):

@@ -24,6 +24,8 @@ in numpy, the tiny GPT built from them, and its optimiser.
 * :mod:`attn_core.nn.train`      -- train_gpt: the training loop with validation
 * :mod:`attn_core.nn.induction_run` -- induction heads (notebook 15): the task, the measures,
   the stored runs of tools/train_induction.py
+* :mod:`attn_core.nn.copy_lengths` -- notebook 18's copy task by segment length: softmax and
+  linear attention's stored runs (tools/train_induction.py --lengths) read back
 """
 
 from .baselines import ALPHA, bigram_loss, bigram_probs, unigram_loss, unigram_probs
@@ -43,6 +45,17 @@ from .checkpoint import (
     Checkpoint,
     load_checkpoint,
     save_checkpoint,
+)
+from .copy_lengths import (
+    LENGTH_BATCH,
+    LENGTHS,
+    LENGTHS_PATH,
+    LENGTHS_TRACE,
+    CopyLengthRuns,
+    copy_attention,
+    length_batches,
+    load_copy_lengths,
+    variant_key,
 )
 from .data import CORPUS_PATH, CharVocab, get_batch, load_corpus, split_corpus
 from .decoder import decoder_forward, decoder_step
@@ -81,6 +94,7 @@ from .induction_run import (
     ablation_losses,
     ablation_measures,
     copy_losses,
+    copy_target_weight,
     distance_batches,
     distance_layout,
     eval_batches,
@@ -98,12 +112,46 @@ from .layer_norm import check_eps, layer_norm, layer_norm_backward
 from .loss import cross_entropy, log_softmax, next_token_losses
 from .mlp import mlp, mlp_backward
 from .optim import SGD, AdamW, clip_grad_norm, global_norm
+from .recall_model import (
+    MIXERS,
+    RECALL_RUNS_PATH,
+    RecallConfig,
+    init_recall,
+    load_recall_runs,
+    read_weights,
+    recall_accuracy,
+    recall_forward,
+    recall_loss_and_grads,
+    recall_state_floats,
+    right_pair_weight,
+    train_recall,
+)
 from .rms_norm import rms_norm, rms_norm_backward
-from .streaming import first_token_weight, token_losses
+from .streaming import (
+    SINK_CONDITIONS,
+    SINK_KEPT,
+    SINK_LOSS_FROM,
+    SINKS_PATH,
+    first_token_weight,
+    held_out_windows,
+    kept_mask,
+    load_sink_measurements,
+    sink_measures,
+    token_losses,
+)
 from .swiglu import silu, swiglu, swiglu_backward
 from .train import GPTRun, evaluate, lr_at, text_loss, train_gpt, validation_batches
 
 __all__ = [
+    "LENGTHS",
+    "LENGTHS_PATH",
+    "LENGTHS_TRACE",
+    "LENGTH_BATCH",
+    "CopyLengthRuns",
+    "copy_attention",
+    "length_batches",
+    "load_copy_lengths",
+    "variant_key",
     "ABLATIONS",
     "ATTN_KEYS",
     "InductionRuns",
@@ -115,6 +163,7 @@ __all__ = [
     "ablation_measures",
     "check_ablate",
     "copy_losses",
+    "copy_target_weight",
     "distance_batches",
     "distance_layout",
     "eval_batches",
@@ -147,6 +196,10 @@ __all__ = [
     "NORMS",
     "SGD",
     "bigram_loss",
+    "SINKS_PATH",
+    "SINK_CONDITIONS",
+    "SINK_KEPT",
+    "SINK_LOSS_FROM",
     "bigram_probs",
     "block_backward",
     "block_forward",
@@ -165,6 +218,10 @@ __all__ = [
     "embed_backward",
     "evaluate",
     "first_token_weight",
+    "held_out_windows",
+    "kept_mask",
+    "load_sink_measurements",
+    "sink_measures",
     "forward_cached",
     "gelu",
     "gelu_backward",
@@ -202,4 +259,16 @@ __all__ = [
     "unigram_loss",
     "unigram_probs",
     "validation_batches",
+    "MIXERS",
+    "RECALL_RUNS_PATH",
+    "load_recall_runs",
+    "RecallConfig",
+    "init_recall",
+    "read_weights",
+    "recall_accuracy",
+    "recall_forward",
+    "recall_loss_and_grads",
+    "recall_state_floats",
+    "right_pair_weight",
+    "train_recall",
 ]

@@ -96,6 +96,12 @@ def _check_block(x, p, n_heads, eps, options):
     missing = [k for k in shapes if k not in p]
     if missing:
         raise ValueError(f"p is missing the block parameter(s) {missing}")
+    unused = [k for k in p if k not in shapes]
+    if unused:  # e.g. an MLP's weights with mlp=None, a shift ln1.b with norm="rms"
+        raise ValueError(f"p has parameter(s) {unused} that a block with these options does "
+                         f"not use (norm={o.norm!r}, mlp={o.mlp!r}, bias={o.bias}): give "
+                         "the options of the block these parameters belong to, or leave "
+                         "them out")
     checked = check_shaped(p, shapes, "p", f"for d_model = {x.shape[-1]}")
     dtype = np.result_type(x, *checked.values())
     return x.astype(dtype, copy=False), {k: a.astype(dtype, copy=False)

@@ -128,7 +128,11 @@ def load_checkpoint(path=None):
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as e:
         if "no '__meta__' entry" in str(e):
             raise
-        raise ValueError(f"{not_ours}: {type(e).__name__}: {e}") from None
+        reason = f"{type(e).__name__}: {e}"
+        if "allow_pickle" in reason:  # numpy's invitation to load it "unsafely": never taken
+            reason = ("it is not an .npz file of plain arrays (numpy would read it as pickled "
+                      "Python objects, which the course never loads)")
+        raise ValueError(f"{not_ours}: {reason}") from None
     if not isinstance(meta, dict):
         raise ValueError(f"{not_ours}: its metadata is a JSON {type(meta).__name__}, not an "
                          "object")

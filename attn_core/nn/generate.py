@@ -117,10 +117,12 @@ def next_token_probs(logits, temperature=1.0, top_k=None):
     temperature = check_temperature(temperature)
     top_k = check_top_k(top_k, z.shape[-1])
     if top_k is not None and top_k < z.shape[-1]:
-        order = np.argsort(-z, axis=-1, kind="stable")  # (..., vocab): largest first
-        drop = np.zeros(z.shape, dtype=bool)
-        np.put_along_axis(drop, order[..., top_k:], True, axis=-1)
-        z = np.where(drop, -np.inf, z)
+        # the k-th largest logit (..., 1), by a partition (linear time, not a sort)
+        kth = -np.partition(-z, top_k - 1, axis=-1)[..., top_k - 1:top_k]
+        above, ties = z > kth, z == kth  # (..., vocab): fewer than top_k are above it
+        room = top_k - above.sum(axis=-1, keepdims=True)  # (..., 1): places left for ties
+        keep = above | (ties & (np.cumsum(ties, axis=-1) <= room))  # ties: lower ids first
+        z = np.where(keep, z, -np.inf)
     with np.errstate(over="ignore"):  # a tiny T sends the others to -inf: weight 0, argmax
         z = (z - z.max(axis=-1, keepdims=True)) / temperature  # (..., vocab), max entry 0
     return stable_softmax(z, axis=-1)
@@ -279,7 +281,7 @@ def generate(params, config, prompt_ids, n_new, temperature=1.0, top_k=None, see
 
 
 def sample_loop(params, config, prompt, n_new, temperature, top_k, rng, keep, n_ctx=None,
-                stop_ids=(), on_token=None):
+                stop_ids=(), on_token=None, engine=None):
     """The cached sampling loop of :func:`generate`, on checked arguments, for any decoder of
     :mod:`attn_core.nn.decoder` (the tiny GPT, SmolLM2).
 
@@ -287,14 +289,19 @@ def sample_loop(params, config, prompt, n_new, temperature, top_k, rng, keep, n_
     :func:`generate`; ``n_ctx`` the longest window (default ``config.n_ctx``); generation
     stops after a token of ``stop_ids`` (which is kept in ``new_ids``); ``on_token(token)``,
     if given, is called with each new token as soon as it is drawn (a page can show the
-    answer growing). Returns a :class:`Generation`."""
+    answer growing). ``engine(capacity)``, if given, makes the object that runs the model
+    (default :class:`CachedEngine`: :func:`prefill` and :func:`forward_cached`; SmolLM2's
+    :class:`attn_core.model.llm_fast.LLMDecoder` computes the same logits faster): its
+    ``start(window_ids)`` and ``step(token)`` return the next token's logits (vocab,), its
+    ``length`` counts the tokens it holds. Returns a :class:`Generation`."""
     n_ctx = config.n_ctx if n_ctx is None else n_ctx
     stop_ids = frozenset(int(t) for t in stop_ids)
     ids = list(prompt.tolist())
     cropped = len(ids) > n_ctx
     start = max(0, len(ids) - n_ctx)
-    logits, caches = prefill(params, config, np.array(ids[start:]))
-    last = logits[-1]
+    make = (lambda capacity: CachedEngine(params, config)) if engine is None else engine
+    model = make(min(n_ctx, len(ids) - start + n_new))  # the longest window it will hold
+    last = model.start(np.array(ids[start:]))
     new, all_probs, all_logits, starts = [], [], [], []
     for _ in range(n_new):
         starts.append(start)
@@ -308,15 +315,38 @@ def sample_loop(params, config, prompt, n_new, temperature, top_k, rng, keep, n_
             on_token(token)
         if len(new) == n_new or token in stop_ids:
             break
-        if caches[0].length < n_ctx:
-            logits, caches = forward_cached(params, config, np.array([token]), caches)
+        if model.length < n_ctx:
+            last = model.step(token)
         else:  # the window is full: crop to its last `keep` tokens, rebuild the cache
             cropped = True
             start = len(ids) - keep
-            logits, caches = prefill(params, config, np.array(ids[start:]))
-        last = logits[-1]
+            last = model.start(np.array(ids[start:]))
     vocab = config.vocab_size
     return Generation(ids=np.array(ids, dtype=np.int64), new_ids=np.array(new, dtype=np.int64),
                       probs=np.array(all_probs).reshape(len(new), vocab),
                       logits=np.array(all_logits).reshape(len(new), vocab), cropped=cropped,
                       starts=np.array(starts, dtype=np.int64))
+
+
+class CachedEngine:
+    """The default model runner of :func:`sample_loop`: :func:`prefill` for a window,
+    :func:`forward_cached` for each new token (immutable per-layer KV caches)."""
+
+    def __init__(self, params, config):
+        self.params, self.config, self.caches = params, config, None
+
+    @property
+    def length(self):
+        """Tokens in the caches."""
+        return self.caches[0].length
+
+    def start(self, ids):
+        """Fresh caches for the window ``ids`` (n,); the logits (vocab,) after its last token."""
+        logits, self.caches = prefill(self.params, self.config, ids)
+        return logits[-1]
+
+    def step(self, token):
+        """One more token through the caches; the logits (vocab,) after it."""
+        logits, self.caches = forward_cached(self.params, self.config, np.array([token]),
+                                             self.caches)
+        return logits[-1]

@@ -46,7 +46,8 @@ __all__ = ["LN_EPS", "GPTConfig", "check_ablate", "check_params", "gpt_forward",
 
 #: The layer norms' eps (GPT-2's).
 LN_EPS = 1e-5
-#: GPT-2's initial standard deviation for every weight matrix.
+#: The initial standard deviation of every weight matrix: the N(0, 0.02) of GPT-1's paper
+#: (Radford et al. 2018, section 4.1).
 INIT_STD = 0.02
 
 
@@ -158,7 +159,7 @@ def init_gpt(config, rng, dtype="float32", std=INIT_STD):
     dtype : str or numpy dtype
         Floating dtype of every array (drawn in float64, then rounded to it).
     std : float
-        The weights' initial standard deviation (GPT-2's 0.02; the toy models of notebook 15
+        The weights' initial standard deviation (GPT-1's paper's 0.02; the toy models of notebook 15
         start larger, out of the plateau a product of four small matrices sits on).
 
     Returns

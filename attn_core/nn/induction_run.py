@@ -28,9 +28,10 @@ from .gpt import GPTConfig, gpt_forward, mean_ablation
 from .loss import next_token_losses
 
 __all__ = ["ABLATIONS", "RUNS_PATH", "TASK", "TRACE_PATH", "InductionRuns", "ablation_losses",
-           "ablation_at_distance", "ablation_measures", "copy_losses", "distance_batches",
-           "distance_layout", "eval_batches", "fall_step", "find_heads", "head_scores", "icl",
-           "load_runs", "measures", "sampler", "snapshot_states", "training_distances"]
+           "ablation_at_distance", "ablation_measures", "copy_losses", "copy_target_weight",
+           "distance_batches", "distance_layout", "eval_batches", "fall_step", "find_heads",
+           "head_scores", "icl", "load_runs", "measures", "sampler", "snapshot_states",
+           "training_distances"]
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 #: The stored snapshots (``.npz``) and trace (``.json``) of ``tools/train_induction.py``.
@@ -38,7 +39,7 @@ RUNS_PATH = DATA / "induction-snapshots.npz"
 TRACE_PATH = DATA / "induction-trace.json"
 
 #: The task: training sequences of ``n_ctx + 1`` tokens with a segment of 6..14 tokens
-#: repeated after a gap of 0..4 (the copy's distance varies, so no position gives it away);
+#: repeated after a gap of 0..4 (the copy's distance varies);
 #: evaluation on the classic layout, ``eval_segment`` random tokens then the same again.
 TASK = dict(vocab_size=30, n_ctx=32, segment=(6, 14), gap=(0, 4), eval_segment=14,
             eval_batch=64, eval_seed=1000)
@@ -246,6 +247,39 @@ def ablation_at_distance(runs, seed, distance, kind="mean", task=TASK):
     batches = {"repeat": distance_batches([distance], task)[distance],
                "reference": distance_batches([distance], other)[distance]}
     return ablation_losses(params, config, batches, heads, kind)
+
+
+def copy_target_weight(weights, labels, distance):
+    """The mean weight a head puts on the copy's next token: for each query ``i`` whose token
+    is a copy (labelled :data:`~attn_core.induction.SECOND`, ``distance`` after its first
+    occurrence), the weight on key ``i - distance + 1``, the token that followed the first
+    occurrence.
+
+    Parameters
+    ----------
+    weights : (batch, m, m) array_like
+        One head's maps over ``ids[:, :m]`` (:func:`measures`' ``weights[layer][:, head]``).
+    labels : (batch, n) int array_like, n >= m
+        The labels of :func:`~attn_core.induction.repeated_tokens` (one copy ``distance``
+        back, :func:`distance_batches`).
+    distance : int
+
+    Returns
+    -------
+    float
+    """
+    w = np.asarray(weights, dtype=float)
+    labels = np.asarray(labels)
+    if w.ndim != 3 or w.shape[1] != w.shape[2] or labels.ndim != 2 \
+            or labels.shape[0] != w.shape[0] or labels.shape[1] < w.shape[1]:
+        raise ValueError(f"weights must be (batch, m, m) and labels (batch, n >= m), got "
+                         f"{w.shape} and {labels.shape}")
+    b, i = np.nonzero(labels[:, :w.shape[1]] == SECOND)
+    if isinstance(distance, bool) or not isinstance(distance, (int, np.integer)) \
+            or not b.size or (i - distance + 1 < 0).any() or distance < 1:
+        raise ValueError(f"distance must be the copy's distance (an int >= 1 that every "
+                         f"copied token lies behind), got {distance!r}")
+    return float(w[b, i, i - distance + 1].mean())
 
 
 def fall_step(steps, losses, threshold):
