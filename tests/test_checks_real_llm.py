@@ -132,3 +132,19 @@ def test_dequantize_q4_1_names_each_slip(slip, words):
     assert_not_yet(fb)
     assert words in fb.message
     assert "Hint" in fb.message and "def " not in fb.message
+
+
+def _one_block_only(block):
+    """Right on one block of 20 bytes; a batch is read as one long row (its batch axes
+    ignored): the slip issue 45 found the feedback answering with transposes."""
+    b = np.asarray(block).reshape(-1)
+    d, m = b[0:2].view("<f2")[0], b[2:4].view("<f2")[0]
+    q = np.concatenate([b[4:20] & 15, b[4:20] >> 4]).astype(float)
+    return float(d) * q + float(m)
+
+
+def test_a_decoder_that_ignores_the_batch_axes_is_told_about_bytes_not_transposes():
+    fb = check_dequantize_q4_1(_one_block_only)
+    assert_not_yet(fb)
+    assert "batch of blocks" in fb.message and "last axis" in fb.message
+    assert "transpose" not in fb.message

@@ -194,3 +194,100 @@ def test_a_question_asked_again_is_answered_from_the_kernels_store(monkeypatch):
         again._maps[0, 0, 0, 0] = 1.0
     other = lx.llm_explorer(question, background=False, max_new=8, seed=1, top_k=5)
     assert len(calls) == 2 and other.answers == 1
+
+
+# --- issue 46: input handling; issue 47: long questions -----------------------------------
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"seed": "abc"}, TypeError, r"seed must be an int >= 0, got str"),
+    ({"seed": -1}, ValueError, r"seed must be an int >= 0"),
+    ({"background": "no"}, TypeError, r"background must be True or False, got str"),
+    ({"temperature": 0.0}, ValueError, r"temperature must be from 0.1 to 2 \(the temperature "
+                                        r"slider's range\), got 0"),
+    ({"temperature": 50.0}, ValueError, r"temperature must be from 0.1 to 2 .*got 50"),
+    ({"temperature": "hot"}, TypeError, r"temperature must be a number"),
+    ({"max_new": 0}, ValueError, r"max_new must be from 1 to 1024"),
+    ({"question": "hi \ud800"}, ValueError, r"question .*surrogate"),
+    ({"question": 7}, TypeError, r"question must be a str"),
+])
+def test_explorer_arguments_are_refused_by_name(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        lx.llm_explorer(**{"background": False, **kwargs})
+
+
+def test_special_tokens_typed_in_the_question_box_stay_text(ex):
+    from test_llm_chat_input import TYPED, turns
+
+    from attn_core.model.llm_tokenizer import llm_tokenizer
+
+    errors = len(ex.errors)  # the module's explorer may carry an earlier test's error
+    ex.controls["question"].value = TYPED
+    try:
+        assert len(ex.errors) == errors
+        assert turns(ex.reply.prompt_ids, llm_tokenizer()) == (3, 1)
+    finally:
+        ex.controls["question"].value = lx.DEFAULT_QUESTION
+
+
+def test_a_long_question_is_cut_with_a_note_and_keeps_only_the_drawn_maps(ex, monkeypatch):
+    """A 6,000-character question: the note is there before the model runs, the prompt is
+    cut to MAX_PROMPT tokens, the maps kept are the drawn part only (not (n, n) for every
+    layer), and the answer's line shows the question shortened."""
+    from test_llm_chat_input import long_question
+
+    from attn_core.model.llm_tokenizer import encode_chat
+
+    question = long_question()
+    full = len(encode_chat(question).ids)
+    seen = []
+    real_chat = lx.chat
+
+    def watching_chat(*args, **kwargs):
+        seen.append(ex.shown()["status"])  # what the learner reads when the work starts
+        return real_chat(*args, **kwargs)
+
+    monkeypatch.setattr(lx, "chat", watching_chat)
+    ex.controls["question"].value = question
+    try:
+        cut = full - lx.MAX_PROMPT
+        assert f"its first {cut:,} tokens were left out" in seen[0]
+        assert len(ex.reply.prompt_ids) == lx.MAX_PROMPT
+        config = load_llm()[1]
+        assert ex._maps.shape == (config.n_layers, config.n_heads, lx.MAX_SHOWN, lx.MAX_SHOWN)
+        answer = ex.shown()["answer"]
+        assert "characters not shown" in answer and len(answer) < len(question) // 4
+        assert answer.rstrip().endswith(ex.reply.text.rstrip())
+        assert question[-30:] in answer  # the end of the question, where it asks
+    finally:
+        ex.controls["question"].value = lx.DEFAULT_QUESTION
+
+
+def test_an_answer_cut_at_its_limit_says_so():
+    small = lx.llm_explorer("Write a long poem about the sea.", background=False, max_new=3)
+    assert not small.reply.stopped and len(small.reply.new_ids) == 3
+    status = small.shown()["status"]
+    assert "Stopped at 3 tokens" in status and "max_new" in status
+    assert "Answered" in lx.llm_explorer(background=False).shown()["status"]
+
+
+def test_a_long_question_stays_under_the_memory_bound(tmp_path):
+    """In a fresh process, the explorer asked a 6,000-character question peaks under 1.5 GB
+    of resident memory (VmHWM; the float32 weights are about 540 MB)."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "long.py"
+    script.write_text(
+        "from test_llm_chat_input import long_question\n"
+        "from attn_core.explorers import llm as lx\n"
+        "ex = lx.llm_explorer(long_question(), background=False)\n"
+        "assert len(ex.reply.prompt_ids) == lx.MAX_PROMPT\n"
+        "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])\n")
+    tests = os.path.dirname(__file__)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [tests, os.path.dirname(tests), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         env=env, check=True).stdout
+    assert int(out.split()[-1]) < 1.5 * 2 ** 20  # kB

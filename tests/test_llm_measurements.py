@@ -71,6 +71,20 @@ def test_intervention_losses_recompute(model, stored, texts):
                                                         abs=1e-4)
 
 
+def test_the_content_words_follow_their_rule(stored, texts):
+    """The stored content word of each text is the longest token of letters that starts a word
+    among the stored positions' range, found here by a loop over the decoded tokens."""
+    s = stored["sinks"]
+    tok = llm_tokenizer()
+    low, high = 4, 32  # tools/measure_llm.py's CONTENT: positions 4..31
+    for row, pos, word in zip(texts, s["word_positions"], s["word_tokens"]):
+        pieces = [tok.decode([int(t)]) for t in row[low:high]]
+        sizes = [len(p) - 1 if p.startswith(" ") and p[1:].isalpha() else 0 for p in pieces]
+        assert pos == low + sizes.index(max(sizes)) and tok.decode([int(row[pos])]) == word
+    for name in ("word, value zeroed", "word, score masked"):
+        assert len(s["losses"][name]) == s["texts"]
+
+
 def test_windowed_losses_equal_the_mask_of_notebook_07(model):
     """llm_losses with a window equals the losses read off a forward with window_mask's mask
     given as masked keys, computed here from the logits."""
@@ -104,7 +118,12 @@ def test_induction_scores_and_ablation_recompute(model, stored):
 def test_the_stored_tables_hold_what_the_notebook_reads(stored):
     w = stored["windows"]
     assert w["tokens"] > 1000 and w["windows"] == [64, 128, 256] and w["sinks"] == [0, 1, 4]
-    assert {f"{a}+{b}" for a in w["windows"] for b in w["sinks"]} | {"full"} == set(w["table"])
+    kept = {f"{a}+{b}" for a in w["windows"] for b in w["sinks"]}
+    shifted = {f"{a}+{b} shifted" for a in w["windows"] for b in w["sinks"] if b}
+    assert kept | shifted | {"full"} == set(w["table"])
+    for row in w["table"].values():  # texts of equal length: the pooled mean is theirs
+        assert len(row["per_text"]) == w["texts"]
+        assert np.mean(row["per_text"]) == pytest.approx(row["loss"], abs=2e-4)
     ind = stored["induction"]
     top = {tuple(h) for h in ind["top"]}
     for draw in ind["random_draws"]:

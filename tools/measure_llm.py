@@ -9,13 +9,18 @@ thread, seeded:
    ``QUERIES_FROM`` on), against an even spread; the same with a new line put first (then the
    text's own first word sits at position 1). Controls, in every layer at once: the first
    token's value vector zeroed (weights kept) against its score masked (weight sent to the
-   other keys), and the same two on the text's most attended content token (positions
-   ``CONTENT``); the change of loss on the predictions from ``SCORED_FROM`` on, paired over the
-   texts (mean and standard error).
+   other keys), and the same two on two other tokens of each text among positions
+   ``CONTENT``: the most attended one, and a content word chosen by a rule that does not
+   look at attention (the longest word-initial token of letters,
+   :func:`attn_core.model.llm_measures.longest_word`); the change of loss on the predictions
+   from ``SCORED_FROM`` on, paired over the texts
+   (mean and standard error; the per-text losses are stored for medians).
 2. **Xiao et al.'s experiment.** ``LONG_TEXTS`` texts of ``LONG_TOKENS`` tokens: the loss with
    full attention, a sliding window that evicts the first tokens, and the window keeping 1 and
    4 sinks, for windows ``WINDOWS``, counted from position ``max(WINDOWS)`` on (where every
-   window is full).
+   window is full), each text's mean stored beside the pooled ones. The windows with sinks
+   are also run with the positions re-numbered inside the cache, as Xiao et al.'s code does
+   (``pos_shift``: :mod:`attn_core.model.llm_pos_shift`).
 3. **Induction heads.** Random ordinary tokens repeated once (segments ``SEGMENTS``, seeds
    ``SEEDS``, ``BATCH`` sequences each): previous-token and induction scores of all 270 heads;
    the loss on the second copy with the ``TOP`` best induction heads zeroed, against ``DRAWS``
@@ -27,7 +32,7 @@ Q8_0) re-rounded to Q4_1.
 Run from the repository root: ``python tools/measure_llm.py`` (``--quick``: tiny sizes,
 written to /tmp, to try the script; ``--part sinks|windows|induction`` runs one experiment into
 its own file and ``--merge`` joins them, so the three can run side by side). The CPU time is
-stored in the file: about 8 minutes of CPU here.
+stored in the file: 1,264 s of CPU here (the pos_shift rows 75-85 s each), at load 10-23.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ import numpy as np  # noqa: E402
 
 from attn_core.model import llm_measures as M  # noqa: E402
 from attn_core.model.llm_file import load_llm  # noqa: E402
+from attn_core.model.llm_pos_shift import pos_shift_losses  # noqa: E402
 from attn_core.model.llm_tokenizer import llm_tokenizer  # noqa: E402
 from attn_core.model.quant_blocks import quantize_q4_1, relative_error  # noqa: E402
 from attn_core.threads import blas_threads  # noqa: E402
@@ -92,15 +98,18 @@ def sinks(model, log):
     even = float(np.mean(1.0 / np.arange(QUERIES_FROM + 1, SINK_TOKENS + 1)))
     log(f"sinks: weights done; mean first-token weight {first.mean():.3f} (even {even:.4f})")
     content = M.most_attended(model, texts, np.arange(*CONTENT), slice(SCORED_FROM, None))
+    word = M.longest_word(texts, lambda t: decode([t]), np.arange(*CONTENT))
     scored = slice(SCORED_FROM - 1, None)  # predictions made at positions >= SCORED_FROM - 1
     losses = {}
     for name, pos, how in (("none", 0, None), ("first, value zeroed", 0, "zero"),
                            ("first, score masked", 0, "mask"),
                            ("content, value zeroed", None, "zero"),
-                           ("content, score masked", None, "mask")):
-        losses[name] = [float(M.intervention_losses(model, t, c if pos is None else pos,
-                                                    scored, how).mean())
-                        for t, c in zip(texts, content)]
+                           ("content, score masked", None, "mask"),
+                           ("word, value zeroed", "word", "zero"),
+                           ("word, score masked", "word", "mask")):
+        where = {None: content, "word": word}.get(pos, [pos] * len(texts))
+        losses[name] = [float(M.intervention_losses(model, t, c, scored, how).mean())
+                        for t, c in zip(texts, where)]
         log(f"sinks: {name}: {np.mean(losses[name]):.3f}")
     effects = {name: M.paired(losses["none"], v) for name, v in losses.items() if name != "none"}
     return {
@@ -111,6 +120,8 @@ def sinks(model, log):
         "word_at_1_weight": r(second), "second_when_first_masked": r(heir),
         "content_positions": content.tolist(), "content_tokens":
             [decode([int(t[c])]) for t, c in zip(texts, content)],
+        "word_positions": word.tolist(),
+        "word_tokens": [decode([int(t[c])]) for t, c in zip(texts, word)],
         "scored_from": SCORED_FROM, "loss_none": round(float(np.mean(losses["none"])), DECIMALS),
         "effects": {k: [round(m, DECIMALS), round(se, DECIMALS)] for k, (m, se) in
                     effects.items()},
@@ -127,6 +138,11 @@ def windows(model, log, sizes=WINDOWS):
         for s in SINKS:
             rows[f"{w}+{s}"] = [M.windowed_losses(model, t, w, s)[start:] for t in texts]
             log(f"window {w} + {s} sinks: {np.mean(rows[f'{w}+{s}']):.3f}")
+            if s:  # Xiao et al.'s positions: numbered inside the cache
+                rows[f"{w}+{s} shifted"] = [pos_shift_losses(model, t, w, s)[start:]
+                                            for t in texts]
+                log(f"window {w} + {s} sinks, pos_shift: "
+                    f"{np.mean(rows[f'{w}+{s} shifted']):.3f}")
     full = np.concatenate(rows["full"])
     table = {}
     for key, parts in rows.items():
@@ -134,7 +150,8 @@ def windows(model, log, sizes=WINDOWS):
         d = loss - full
         table[key] = {"loss": round(float(loss.mean()), DECIMALS),
                       "vs_full": round(float(d.mean()), DECIMALS),
-                      "se": round(float(d.std(ddof=1) / np.sqrt(d.size)), DECIMALS)}
+                      "se": round(float(d.std(ddof=1) / np.sqrt(d.size)), DECIMALS),
+                      "per_text": r([np.mean(x) for x in parts])}
     return {"texts": LONG_TEXTS, "tokens": LONG_TOKENS, "scored_from": start,
             "windows": list(WINDOWS), "sinks": list(SINKS), "table": table}, texts
 
@@ -257,6 +274,7 @@ def main():
         merge(names)
         return
     names = [sys.argv[sys.argv.index("--part") + 1]] if "--part" in sys.argv else PARTS
+    commit = git_commit()  # read before the work: the tree may change while it runs
     for name in names:
         start, cpu = time.perf_counter(), time.process_time()
 
@@ -265,7 +283,7 @@ def main():
 
         with blas_threads():
             out = run_part(name, log)
-        out["made_by"] = {"commit": git_commit(), "seconds": round(time.perf_counter() - start, 1),
+        out["made_by"] = {"commit": commit, "seconds": round(time.perf_counter() - start, 1),
                           "cpu_seconds": round(time.process_time() - cpu, 1)}
         part_path(name).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
         log(f"wrote {part_path(name)}")

@@ -53,7 +53,9 @@ class Case:
 
     ``label`` names the input in feedback ("the worked example"); ``expected`` is attn_core's
     result; ``nonfinite_hint`` is what to say if the learner's result holds NaN or inf here
-    (for example the overflow hint on scores of 1e4).
+    (for example the overflow hint on scores of 1e4). ``batch_hint`` replaces
+    :data:`BATCH_HINT` on a ``batched`` case where transposes and row sums are not the point
+    (a function of raw bytes).
     """
 
     label: str
@@ -62,6 +64,7 @@ class Case:
     kwargs: dict = field(default_factory=dict)
     batched: bool = False
     nonfinite_hint: str = ""
+    batch_hint: str = ""
 
 
 @dataclass(frozen=True)
@@ -220,7 +223,7 @@ def call(fn, case, stub_hint, passed_before=False):
         text = (f"your function raised {type(exc).__name__}"
                 f"{': ' + message if message else ''} on {case.label}{where}.")
         if case.batched and passed_before:
-            text += " " + BATCH_HINT
+            text += " " + (case.batch_hint or BATCH_HINT)
         return None, not_yet(text)
     if result is None or result is Ellipsis:
         return None, unanswered(stub_hint)
@@ -351,7 +354,7 @@ def judge(fn, cases, mistakes, *, what, stub_hint, shape_rule, why):
         if not finite and case.nonfinite_hint:
             return not_yet(f"on {case.label} your {what} contain NaN or infinite values: "
                            f"{case.nonfinite_hint}", stub_hint)
-        extra = " " + BATCH_HINT if case.batched and passed else ""
+        extra = " " + (case.batch_hint or BATCH_HINT) if case.batched and passed else ""
         if got.shape != expected.shape:
             return not_yet(f"on {case.label} your function returns shape {got.shape}; "
                            f"{shape_rule}, here {expected.shape}.{extra}", stub_hint)

@@ -117,6 +117,14 @@ def _f16(block, at):
     return np.ascontiguousarray(block[..., at:at + 2]).view("<f2")[..., 0].astype(float)[..., None]
 
 
+#: What to say when a Q4_1 decoder works on one block and not on a batch of them.
+Q4_1_BATCH_HINT = ("It works on one block but not on a batch of blocks: read the bytes along "
+                   "the last axis only (the scale and minimum from the first four bytes of "
+                   "every block, the 4-bit numbers from its last sixteen), so that each block "
+                   "of the batch is decoded alike, and join the two halves of 16 weights along "
+                   "that last axis.")
+
+
 @progressive
 def check_dequantize_q4_1(fn, seed=17):
     """Code exercise: ``fn(block)`` turns one Q4_1 block's 20 raw bytes (uint8) into its 32
@@ -134,7 +142,7 @@ def check_dequantize_q4_1(fn, seed=17):
     blocks = np.stack([_q4_1_block(rng, *rng.uniform([0.001, -0.2], [0.02, 0.2]))
                        for _ in range(6)]).reshape(2, 3, Q4_1_BYTES)
     cases.append(Case("a batch of shape (2, 3) blocks", (blocks,),
-                      dequantize_q4_1_block(blocks), batched=True))
+                      dequantize_q4_1_block(blocks), batched=True, batch_hint=Q4_1_BATCH_HINT))
 
     def parts(b):
         low, high = (b[..., 4:] & 15).astype(float), (b[..., 4:] >> 4).astype(float)

@@ -14,6 +14,13 @@ question while one is being answered stops the old one at its next token. Once t
 complete, one forward pass over the conversation (:func:`attn_core.model.llm.llm_forward`)
 gives every head's map. Everything runs under one BLAS thread.
 
+A long question is decided on before any work: the prompt may hold :data:`MAX_PROMPT` tokens;
+a longer question keeps its last tokens (``chat(..., crop=True)``), and the status line says
+how many were left out before the model starts. The answer's line shows a long question
+shortened (its start and end), so the answer stays in view; an answer cut at ``max_new``
+tokens says so and how to raise it. Only the attention the map can draw (the last
+:data:`MAX_SHOWN` tokens, every layer and head) is kept.
+
 ``background=False`` decodes in the caller's thread (tests, the static edition, the notebook's
 default state); :meth:`LLMExplorer.wait` waits for a running answer.
 """
@@ -30,20 +37,29 @@ import numpy as np
 from .. import figures
 from ..model.llm import llm_forward
 from ..model.llm_file import load_llm
+from ..model.llm_generate import MAX_NEW as MAX_NEW_ALLOWED
 from ..model.llm_generate import chat
 from ..model.llm_measures import load_measurements
-from ..model.llm_tokenizer import llm_tokenizer
+from ..model.llm_tokenizer import check_text, encode_chat, llm_tokenizer
+from .arguments import check_bool, check_int, check_number, check_seed
 from .base import MUTED_COLOR, STYLE, TEXT_COLOR, Explorer, _Canvas, _row, _slider, _table
 
 __all__ = ["DEFAULT_QUESTION", "LLMExplorer", "conversation_maps", "llm_explorer",
            "window_curves"]
 
 DEFAULT_QUESTION = "What is the capital of France?"
-#: The layer and head shown first (counted from 1): a head that parks weight on the sink.
-DEFAULT_LAYER, DEFAULT_HEAD = 8, 1
+#: The layer and head shown first (counted from 1): a sink head, which puts most of each
+#: query's weight on position 0 (notebook 17 prints how much).
+DEFAULT_LAYER, DEFAULT_HEAD = 21, 5
 TEMPERATURES = (0.1, 2.0, 0.05)
 TOP_KS = (1, 2, 5, 10, 50)  # then "all"
 MAX_NEW = 48
+#: The most tokens of a prompt (system message, question, markers): a longer question is cut
+#: to its end before any work, with a note. Its attention maps stay small (every layer's
+#: (n, n) maps are made once, then only the drawn part is kept).
+MAX_PROMPT = 256
+#: A question longer than this many characters is shown shortened on the answer's line.
+QUESTION_SHOWN = 240
 #: The map shows at most the conversation's last this many tokens (labels stay readable).
 MAX_SHOWN = 64
 _TEXT_CSS = ("font-family:sans-serif;font-size:14px;white-space:pre-wrap;max-width:760px;"
@@ -93,13 +109,24 @@ def window_curves(measured):
     return tuple(w["windows"]), curves, table["full"]["loss"]
 
 
-def conversation_maps(model, ids):
+def conversation_maps(model, ids, last=None):
     """Every layer's attention maps over the conversation ``ids`` (n,):
-    ``(layers, heads, n, n)`` float32."""
+    ``(layers, heads, n, n)`` float32; with ``last``, only the last ``last`` queries and keys
+    of each map are kept, ``(layers, heads, m, m)`` with ``m = min(n, last)``."""
     params, config = model
     run = llm_forward(params, config, np.asarray(ids)[None],
                       weights_of={i: None for i in range(config.n_layers)}, heads_of={})
-    return np.stack([run.weights[i][0] for i in range(config.n_layers)])
+    keep = slice(None) if last is None else slice(-min(last, len(ids)), None)
+    return np.stack([run.weights[i][0][:, keep, keep] for i in range(config.n_layers)])
+
+
+def shorten(text, size=QUESTION_SHOWN):
+    """``text`` if it has at most ``size`` characters; else its start and end around a note
+    of how many characters are left out."""
+    if len(text) <= size:
+        return text
+    head, tail = text[:2 * size // 3], text[-size // 3:]
+    return f"{head} … [{len(text) - len(head) - len(tail):,} characters not shown] … {tail}"
 
 
 class LLMExplorer(Explorer):
@@ -121,7 +148,12 @@ class LLMExplorer(Explorer):
         self.measured = load_measurements()
         windows, curves, full = window_curves(self.measured)
         layer, head = figures.check_layer_head(layer, head, config.n_layers, config.n_heads)
-        self.seed, self.max_new, self.background = int(seed), int(max_new), bool(background)
+        check_text(question, "question")
+        temperature = check_number(temperature, "temperature", TEMPERATURES[0], TEMPERATURES[1],
+                                   " (the temperature slider's range)")
+        self.seed = check_seed(seed)
+        self.max_new = check_int(max_new, "max_new", 1, MAX_NEW_ALLOWED)
+        self.background = check_bool(background, "background")
         self.answers = 0
         self.reply = None
         self._job = 0
@@ -154,7 +186,7 @@ class LLMExplorer(Explorer):
         self.answer_box = W.HTML()
         self.readout = W.HTML()
         self.canvas = _Canvas(figures.real_llm.FIGSIZE, layout="constrained")
-        self._maps, self._pieces = None, None
+        self._maps, self._pieces, self._n_tokens, self._cut = None, None, 0, 0
         self._ask(question, wait=True)  # the first answer before the figure exists
         n = self._maps.shape[-1]
         shown = slice(max(0, n - MAX_SHOWN), None)
@@ -169,7 +201,8 @@ class LLMExplorer(Explorer):
     # --- the model (possibly in a worker thread) --------------------------------------------
 
     def _ask(self, question, wait=False):
-        if not isinstance(question, str) or not question.strip():
+        check_text(question, "question")
+        if not question.strip():
             raise ValueError("the question must hold at least one non-blank character")
         c = self.controls
         temperature, top_k = float(c["temperature"].value), int(c["top_k"].value)
@@ -177,7 +210,8 @@ class LLMExplorer(Explorer):
             self._job += 1
             job = self._job
         self._asked = (question, temperature, top_k)  # what the controls asked for
-        self.status.value = f'<p style="{_NOTE_CSS}">{WORKING.format(n=0)}</p>'
+        self._cut = encode_chat(question, max_tokens=MAX_PROMPT).cut  # decided before any work
+        self.status.value = f'<p style="{_NOTE_CSS}">{self._note(WORKING.format(n=0))}</p>'
         self.answer_box.value = ""
         args = (job, question, temperature, top_k)
         known = _answered(self._key(question, temperature, top_k), self.model) is not None
@@ -198,7 +232,8 @@ class LLMExplorer(Explorer):
             if job != self._job:
                 raise _Stopped
             new.append(int(token))
-            self.status.value = f'<p style="{_NOTE_CSS}">{WORKING.format(n=len(new))}</p>'
+            self.status.value = (f'<p style="{_NOTE_CSS}">'
+                                 f'{self._note(WORKING.format(n=len(new)))}</p>')
             self._show_answer(question, self.tok.decode(new))
 
         key = self._key(question, temperature, top_k)
@@ -208,9 +243,10 @@ class LLMExplorer(Explorer):
                 reply = chat(question, self.max_new, greedy=top_k == 1,
                              temperature=temperature,
                              top_k=None if top_k >= self.model[1].vocab_size else top_k,
-                             seed=self.seed, on_token=on_token)
+                             seed=self.seed, on_token=on_token, max_prompt=MAX_PROMPT,
+                             crop=True)
                 ids = np.concatenate([reply.prompt_ids, reply.new_ids])
-                maps = conversation_maps(self.model, ids)
+                maps = conversation_maps(self.model, ids, last=MAX_SHOWN)
                 _remember(key, self.model, reply, maps)
             else:
                 reply, maps = known
@@ -225,12 +261,17 @@ class LLMExplorer(Explorer):
         if job != self._job:
             return
         self.reply, self._maps = reply, maps
-        self._pieces = [self.tok.decode([int(i)], skip_special_tokens=False) for i in ids]
+        self._n_tokens = len(ids)
+        self._pieces = [self.tok.decode([int(i)], skip_special_tokens=False)
+                        for i in ids[-maps.shape[-1]:]]
         self.answers += 1
         self._show_answer(question, reply.text, done=True)
-        self.status.value = (f'<p style="{_NOTE_CSS}">Answered in {len(reply.new_ids)} tokens '
-                             f"through the KV cache{'; ' + reply.notice if reply.notice else ''}"
-                             ".</p>")
+        ended = (f"Answered in {len(reply.new_ids)} tokens through the KV cache."
+                 if reply.stopped else
+                 f"Stopped at {len(reply.new_ids)} tokens, the explorer's limit, before the "
+                 f"answer ended: llm_explorer(max_new=...) allows up to {MAX_NEW_ALLOWED}.")
+        self.status.value = (f'<p style="{_NOTE_CSS}">'
+                             f"{html.escape(self._note(ended))}</p>")
         if hasattr(self, "art"):
             try:
                 self._update(new_answer=True)
@@ -245,9 +286,18 @@ class LLMExplorer(Explorer):
             self._thread.join(timeout)
         return self
 
+    def _note(self, text):
+        """``text`` after the note of a question cut to fit :data:`MAX_PROMPT` tokens."""
+        if not self._cut:
+            return text
+        return (f"The question is too long for this explorer: its first {self._cut:,} tokens "
+                f"were left out, and the model reads the rest (at most {MAX_PROMPT} tokens "
+                f"with the system message). {text}")
+
     def _show_answer(self, question, text, done=False):
         self.answer_box.value = (
-            f'<div data-name="answer" style="{_TEXT_CSS}"><b>Q:</b> {html.escape(question)}\n'
+            f'<div data-name="answer" style="{_TEXT_CSS}"><b>Q:</b> '
+            f"{html.escape(shorten(question))}\n"
             f"<b>A:</b> {html.escape(text)}{'' if done else ' ▍'}</div>")
 
     # --- drawing ---------------------------------------------------------------------------
@@ -269,8 +319,8 @@ class LLMExplorer(Explorer):
         key = (id(self._maps), layer, head, window, sinks)
         if key == self._last_key:
             return
-        n = self._maps.shape[-1]
-        shown = slice(max(0, n - MAX_SHOWN), None)
+        n = self._n_tokens
+        shown = slice(max(0, self._maps.shape[-1] - MAX_SHOWN), None)
         w = self._maps[layer - 1, head - 1][shown, shown]
         new_labels = self._last_key is None or key[0] != self._last_key[0]
         part = ("the conversation" if n <= MAX_SHOWN

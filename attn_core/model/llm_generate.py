@@ -19,6 +19,7 @@ Public API
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import partial
 
@@ -31,12 +32,16 @@ from ..threads import blas_threads
 from .llm import _bad_weight, _check_config, _check_params
 from .llm_fast import LLMDecoder
 from .llm_file import load_llm
-from .llm_tokenizer import IM_END, chat_prompt, llm_tokenizer
+from .llm_tokenizer import IM_END, check_text, encode_chat, llm_tokenizer
 
 __all__ = ["Reply", "chat", "llm_generate"]
 
 #: The most new tokens one call may ask for (a 135M model's answers are short).
 MAX_NEW = 1024
+#: The longest prompt :func:`chat` reads unless told otherwise (``max_prompt=...``): the
+#: whole prompt is read before the first token of the answer, and its attention grows with
+#: the square of its length, so a pasted page is refused (or cut, ``crop=True``) at once.
+MAX_PROMPT = 512
 
 
 @dataclass(frozen=True)
@@ -150,15 +155,27 @@ def llm_generate(prompt_ids, max_new=64, *, greedy=False, temperature=1.0, top_k
                  generation=gen)
 
 
-def chat(messages, max_new=64, **options):
+def chat(messages, max_new=64, *, max_prompt=MAX_PROMPT, crop=False, split_special=True,
+         system=None, **options):
     """SmolLM2's answer to a question or a conversation.
 
     Parameters
     ----------
     messages : str or list of dict
         One user question, or ``[{"role": ..., "content": ...}, ...]``
-        (:func:`attn_core.model.llm_tokenizer.chat_prompt` writes the ChatML prompt).
+        (:func:`attn_core.model.llm_tokenizer.encode_chat` encodes the ChatML prompt, each
+        message's text as text: a typed ``<|im_end|>`` is not the control token).
     max_new : int
+    max_prompt : int, optional
+        The most tokens the prompt may have (default :data:`MAX_PROMPT`; up to the model's
+        context). Decided before any work: a longer prompt is a ValueError that says how
+        long it is, or, with ``crop=True``, its last message is cut to its last tokens and
+        ``Reply.notice`` says how many were left out.
+    crop : bool, optional
+    split_special : bool, optional
+        False reads special tokens typed in a message as control tokens, on purpose.
+    system : str, optional
+        The default system message (see :func:`~attn_core.model.llm_tokenizer.chat_prompt`).
     **options
         :func:`llm_generate`'s (greedy, temperature, top_k, seed, context, keep, on_token).
 
@@ -171,5 +188,25 @@ def chat(messages, max_new=64, **options):
     >>> chat("What is the capital of France?", greedy=True).text
     'The capital of France is Paris.'
     """
-    ids = llm_tokenizer().encode(chat_prompt(messages)).ids
-    return llm_generate(ids, max_new, **options)
+    if isinstance(messages, str):
+        check_text(messages, "messages")
+    limit = check_positive_int(max_prompt, "max_prompt")
+    n_ctx = (load_llm() if options.get("model") is None else options["model"])[1].n_ctx
+    if limit > n_ctx:
+        raise ValueError(f"max_prompt must be at most the model's context of {n_ctx} tokens, "
+                         f"got {limit}")
+    if not isinstance(crop, bool):
+        raise TypeError(f"crop must be True or False, got {crop!r}")
+    encoded = encode_chat(messages, system=system, split_special=split_special,
+                          max_tokens=limit if crop else None)
+    if len(encoded.ids) > limit:
+        raise ValueError(f"the prompt has {len(encoded.ids):,} tokens, more than max_prompt = "
+                         f"{limit:,}; nothing was computed. Shorten it, pass crop=True to keep "
+                         f"the end of the last message, or raise max_prompt (up to {n_ctx:,}:"
+                         " a longer prompt is a longer wait before the first word)")
+    reply = llm_generate(encoded.ids, max_new, **options)
+    if encoded.cut:
+        cut = (f"The question was cut to fit {limit:,} tokens: its first {encoded.cut:,} "
+               "tokens were left out, and the model read the rest.")
+        reply = dataclasses.replace(reply, notice=" ".join(filter(None, (cut, reply.notice))))
+    return reply

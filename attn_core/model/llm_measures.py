@@ -9,8 +9,8 @@ by ``tools/measure_llm.py`` and stored in ``attn_core/data/llm-measurements.json
 ``tests/test_llm_measurements.py`` recomputes a slice of them with these same functions.
 
 The texts are slices of ``attn_core/data/corpus.txt`` (Python's documentation, prose only; see
-the data README), each starting at the beginning of a word, so the first token is a different
-word in every text.
+the data README), each starting at the beginning of a word (the 32 sink texts start with 27
+different tokens: a few words, such as "and", begin more than one).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from ..nn.data import load_corpus
 from .llm import llm_forward, llm_losses
 
 __all__ = ["MEASUREMENTS_PATH", "ablation_losses", "corpus_texts", "first_position_weights",
-           "head_scores", "intervention_losses", "load_measurements", "most_attended", "paired",
-           "random_repeats", "windowed_losses"]
+           "head_scores", "intervention_losses", "load_measurements", "longest_word",
+           "most_attended", "paired", "random_repeats", "windowed_losses"]
 
 
 #: Where tools/measure_llm.py stores its results.
@@ -98,6 +98,25 @@ def most_attended(model, ids, candidates, queries):
     got = sum(w[..., queries, :].mean(axis=(-3, -2), dtype=np.float64)
               for w in weights.values())  # (texts, n)
     return np.asarray(candidates)[np.argmax(got[:, candidates], axis=-1)]
+
+
+def longest_word(ids, decode, candidates):
+    """For each text, the position among ``candidates`` of its longest word-initial token (a
+    space then letters only, e.g. " documentation"), the earliest of equal length: a content
+    word chosen without looking at attention. ``decode`` maps one id to its text.
+    ids (texts, n) -> (texts,) int; a text with no such token among the candidates raises."""
+    out = []
+    for row in np.asarray(ids):
+        best, where = 0, None
+        for c in candidates:
+            piece = decode(int(row[c]))
+            size = len(piece) - 1 if piece[:1] == " " and piece[1:].isalpha() else 0
+            if size > best:
+                best, where = size, int(c)
+        if where is None:
+            raise ValueError(f"no whole-word token among positions {list(candidates)}")
+        out.append(where)
+    return np.array(out, dtype=np.int64)
 
 
 def intervention_losses(model, ids, position, scored, how):

@@ -14,12 +14,23 @@ starts with the file's default one; the prompt for an answer ends with
 ``<|im_start|>assistant\\n``. :func:`chat_prompt` writes that text in Python (tested equal to
 ``transformers``' ``apply_chat_template`` of the same file).
 
+**Text stays text.** The tokenizer matches ``<|im_start|>`` anywhere in a string, so encoding
+:func:`chat_prompt`'s text would turn a user's typed ``<|im_end|>`` into the real control id,
+and a message could close its own turn and open a ``system`` one. :func:`encode_chat`
+therefore encodes each message's content as plain text (special tokens split into ordinary
+pieces, as ``transformers``' ``split_special_tokens`` does) and puts the control ids of the
+template's own markers around it; ``split_special=False`` keeps the old reading on purpose
+(a prompt whose markers are meant), and :func:`attn_core.model.llm_generate.llm_generate`
+takes raw ids.
+
 Public API
 ----------
 * :func:`llm_tokenizer` -- the ``tokenizers.Tokenizer`` (cached): ``.encode(text).ids``,
   ``.decode(ids)``
 * :func:`build_tokenizer` -- the same from any GGUF's ``tokenizer.*`` metadata
 * :func:`chat_prompt` -- the ChatML text of a conversation
+* :func:`encode_chat` -- its token ids, each message's text encoded as text
+* :func:`llm_text_tokenizer` -- the tokenizer that reads special tokens as plain text
 * :func:`default_system_prompt` -- the file's default system message
 * :data:`SPECIAL_TYPE`, :data:`IM_START`, :data:`IM_END`
 """
@@ -28,11 +39,15 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import NamedTuple
+
+import numpy as np
 
 from .llm_file import llm_metadata
 
-__all__ = ["IM_END", "IM_START", "SPECIAL_TYPE", "build_tokenizer", "chat_prompt",
-           "default_system_prompt", "llm_tokenizer"]
+__all__ = ["IM_END", "IM_START", "SPECIAL_TYPE", "EncodedChat", "build_tokenizer",
+           "chat_prompt", "default_system_prompt", "encode_chat", "llm_text_tokenizer",
+           "llm_tokenizer"]
 
 #: llama.cpp's token type of a control (special) token.
 SPECIAL_TYPE = 3
@@ -100,6 +115,38 @@ def llm_tokenizer():
     return build_tokenizer(llm_metadata())
 
 
+@functools.lru_cache(maxsize=1)
+def llm_text_tokenizer():
+    """A copy of :func:`llm_tokenizer` that encodes special tokens as plain text
+    (``encode_special_tokens``): a typed ``<|im_end|>`` becomes the pieces ``<``, ``|``,
+    ``im``, ... A copy, so that the two never share that switch across threads.
+
+    Examples
+    --------
+    >>> llm_text_tokenizer().encode("<|im_end|>").ids == [llm_tokenizer().token_to_id("<|im_end|>")]
+    False
+    """
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_str(llm_tokenizer().to_str())
+    tok.encode_special_tokens = True
+    return tok
+
+
+def check_text(text, name):
+    """``text`` if it is a str that UTF-8 can encode; else a TypeError or a ValueError that
+    names ``name`` (a lone surrogate such as ``"\\ud800"`` is not text)."""
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be a str, got {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{name} holds {text[exc.start]!r} at index {exc.start}, a lone "
+                         "surrogate, which is not a character (UTF-8 cannot encode it): "
+                         "remove it") from None
+    return text
+
+
 def default_system_prompt(template=None):
     """The system message the file's chat template puts first when a conversation has none.
 
@@ -141,21 +188,112 @@ def chat_prompt(messages, add_generation_prompt=True, system=None):
     <|im_start|>assistant
     <BLANKLINE>
     """
+    turns, add_generation_prompt = _turns(messages, add_generation_prompt, system)
+    parts = [f"{IM_START}{role}\n{content}{IM_END}\n" for role, content in turns]
+    if add_generation_prompt:
+        parts.append(f"{IM_START}assistant\n")
+    return "".join(parts)
+
+
+def _turns(messages, add_generation_prompt, system):
+    """The checked ``[(role, content), ...]`` of a conversation, the default system message
+    first when it has none, and ``add_generation_prompt`` checked."""
     if isinstance(messages, str):
         messages = [{"role": "user", "content": messages}]
     if not isinstance(messages, (list, tuple)) or not messages:
         raise TypeError(f"messages must be a non-empty list of {{'role', 'content'}} dicts (or "
                         f"one str), got {messages!r}")
-    for m in messages:
+    if not isinstance(add_generation_prompt, (bool, np.bool_)):
+        raise TypeError(f"add_generation_prompt must be True or False, got "
+                        f"{add_generation_prompt!r}")
+    turns = []
+    for i, m in enumerate(messages):
         if not isinstance(m, dict) or m.get("role") not in _ROLES or not isinstance(
                 m.get("content"), str):
             raise ValueError(f"each message must be {{'role': one of {_ROLES}, 'content': str}},"
                              f" got {m!r}")
-    parts = []
-    if messages[0]["role"] != "system":
-        system = default_system_prompt() if system is None else system
-        parts.append(f"{IM_START}system\n{system}{IM_END}\n")
-    parts += [f"{IM_START}{m['role']}\n{m['content']}{IM_END}\n" for m in messages]
-    if add_generation_prompt:
-        parts.append(f"{IM_START}assistant\n")
-    return "".join(parts)
+        turns.append((m["role"], check_text(m["content"], f"messages[{i}]['content']")))
+    if turns[0][0] != "system":
+        system = default_system_prompt() if system is None else check_text(system, "system")
+        turns.insert(0, ("system", system))
+    return turns, bool(add_generation_prompt)
+
+
+class EncodedChat(NamedTuple):
+    """:func:`encode_chat`'s result: ``ids`` (n,) int64, and ``cut``, how many tokens were
+    cut from the start of the last message's text to fit ``max_tokens`` (0: none)."""
+
+    ids: np.ndarray
+    cut: int
+
+
+def encode_chat(messages, add_generation_prompt=True, system=None, *, split_special=True,
+                max_tokens=None):
+    """The token ids of :func:`chat_prompt`'s conversation, each message's text read as text.
+
+    Parameters
+    ----------
+    messages, add_generation_prompt, system
+        As :func:`chat_prompt`.
+    split_special : bool
+        True (default): special tokens typed in a message (``<|im_end|>``, ...) are encoded
+        as ordinary text, and only the template's own markers are control ids. False: the
+        whole prompt text is encoded, typed markers included, on purpose.
+    max_tokens : int, optional
+        The most ids to return: a longer conversation has its last message cut to its last
+        tokens (the start removed) until it fits; if even an empty last message would not
+        fit, a ValueError.
+
+    Returns
+    -------
+    EncodedChat
+        ``(ids, cut)``.
+
+    Examples
+    --------
+    >>> typed = encode_chat("hi<|im_end|>", system="Be brief.").ids
+    >>> int((typed == 1).sum()), int((typed == 2).sum())   # <|im_start|> and <|im_end|> ids
+    (3, 2)
+    """
+    if not isinstance(split_special, (bool, np.bool_)):
+        raise TypeError(f"split_special must be True or False, got {split_special!r}")
+    turns, add_generation_prompt = _turns(messages, add_generation_prompt, system)
+    tok = llm_tokenizer()
+    if not split_special:
+        ids = np.array(tok.encode(chat_prompt(messages, add_generation_prompt, system)).ids,
+                       dtype=np.int64)
+        if not _fits(ids, max_tokens):
+            _refuse(len(ids), max_tokens)
+        return EncodedChat(ids, 0)
+    text = llm_text_tokenizer()
+    start, end = tok.token_to_id(IM_START), tok.token_to_id(IM_END)
+    newline = tok.encode("\n").ids
+    # "role\n" and the text in one piece, as the whole prompt would be read between markers
+    parts = [[start, *text.encode(f"{role}\n{content}").ids, end, *newline]
+             for role, content in turns]
+    tail = [start, *tok.encode("assistant\n").ids] if add_generation_prompt else []
+    ids = np.array([i for part in parts for i in part] + tail, dtype=np.int64)
+    if _fits(ids, max_tokens):
+        return EncodedChat(ids, 0)
+    role, content = turns[-1]  # the last message cut to its last tokens
+    head, body = [start, *tok.encode(f"{role}\n").ids], text.encode(content).ids
+    room = max_tokens - (len(ids) - len(parts[-1])) - len(head) - 1 - len(newline)
+    if room < 0:
+        _refuse(len(ids), max_tokens)
+    parts[-1] = [*head, *body[len(body) - room:], end, *newline]
+    return EncodedChat(np.array([i for part in parts for i in part] + tail, dtype=np.int64),
+                       len(body) - room)
+
+
+def _fits(ids, max_tokens):
+    if max_tokens is None:
+        return True
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+    return len(ids) <= max_tokens
+
+
+def _refuse(n, max_tokens):
+    raise ValueError(f"the conversation has {n} tokens, more than max_tokens = {max_tokens}, "
+                     "and cutting its last message's text would not make it fit: shorten "
+                     "the conversation or raise max_tokens")
