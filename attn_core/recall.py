@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validate import as_float_array, check_generator, check_option, check_positive_int
+from ._validate import as_float_array, check_generator, check_option
 from .delta_rule import delta_rule_recurrent
+from .tasks import key_value_pairs
 
 __all__ = ["RecallBatch", "mqar_batch", "state_recall"]
 
@@ -71,15 +72,9 @@ def mqar_batch(rng, batch, n_pairs, n_keys=32, n_values=32):
     ((1, 6), [False, False, False, False, True, True])
     """
     rng = check_generator(rng)
-    batch, n_pairs = check_positive_int(batch, "batch"), check_positive_int(n_pairs, "n_pairs")
-    n_keys, n_values = check_positive_int(n_keys, "n_keys"), check_positive_int(n_values,
-                                                                               "n_values")
-    if n_pairs > n_keys:
-        raise ValueError(f"n_pairs must be <= n_keys (keys are distinct within a sequence), "
-                         f"got n_pairs = {n_pairs} and n_keys = {n_keys}")
-    m = n_pairs
-    keys = rng.random((batch, n_keys)).argsort(axis=1)[:, :m]  # (b, m): distinct keys
-    values = rng.integers(0, n_values, size=(batch, m))  # (b, m)
+    keys, values = key_value_pairs(rng, batch, n_pairs, n_keys, n_values)  # (b, m) each
+    batch, m = keys.shape
+    n_keys, n_values = int(n_keys), int(n_values)
     order = rng.random((batch, m)).argsort(axis=1)  # (b, m): which pair each query asks
     rows = np.arange(batch)[:, None]
     ids = np.empty((batch, 3 * m), dtype=int)

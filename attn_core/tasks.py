@@ -41,6 +41,34 @@ class Batch:
     pattern: np.ndarray
 
 
+def key_value_pairs(rng, batch, n_pairs, n_keys, n_values):
+    """Distinct keys per sequence and a value for each: the pairs of the recall tasks.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    batch, n_pairs, n_keys, n_values : int
+        Sequences, pairs per sequence (``n_pairs <= n_keys``), key and value vocabulary.
+
+    Returns
+    -------
+    keys : (batch, n_pairs) int ndarray
+        Distinct within a row, drawn from ``range(n_keys)``.
+    values : (batch, n_pairs) int ndarray
+        Drawn from ``range(n_values)`` (repeats allowed).
+    """
+    rng = check_generator(rng)
+    batch, n_pairs = check_positive_int(batch, "batch"), check_positive_int(n_pairs, "n_pairs")
+    n_keys, n_values = check_positive_int(n_keys, "n_keys"), check_positive_int(n_values,
+                                                                               "n_values")
+    if n_pairs > n_keys:
+        raise ValueError(f"n_pairs must be <= n_keys (keys are distinct within a sequence), "
+                         f"got n_pairs = {n_pairs} and n_keys = {n_keys}")
+    keys = rng.random((batch, n_keys)).argsort(axis=1)[:, :n_pairs]  # (b, m): distinct keys
+    values = rng.integers(0, n_values, size=(batch, n_pairs))  # (b, m)
+    return keys, values
+
+
 def lookup_batch(rng, batch, n_pairs=4, n_keys=8, n_values=8):
     """Key/value pairs then a query key: the answer is the value stored with that key.
 
@@ -69,14 +97,9 @@ def lookup_batch(rng, batch, n_pairs=4, n_keys=8, n_values=8):
     ((2, 4, 9), [False, False, False, True], 1.0)
     """
     rng = check_generator(rng)
-    batch, n_pairs = check_positive_int(batch, "batch"), check_positive_int(n_pairs, "n_pairs")
-    n_keys, n_values = check_positive_int(n_keys, "n_keys"), check_positive_int(n_values,
-                                                                               "n_values")
-    if n_pairs > n_keys:
-        raise ValueError(f"n_pairs must be <= n_keys (keys are distinct within a sequence), "
-                         f"got n_pairs = {n_pairs} and n_keys = {n_keys}")
-    keys = rng.random((batch, n_keys)).argsort(axis=1)[:, :n_pairs]  # (b, m): distinct keys
-    values = rng.integers(0, n_values, size=(batch, n_pairs))  # (b, m)
+    keys, values = key_value_pairs(rng, batch, n_pairs, n_keys, n_values)  # (b, m) each
+    batch, n_pairs = keys.shape
+    n_keys, n_values = int(n_keys), int(n_values)
     asked = rng.integers(0, n_pairs, size=batch)  # (b,): which pair the query asks for
     rows = np.arange(batch)
     n = n_pairs + 1
