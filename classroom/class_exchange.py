@@ -10,9 +10,9 @@ enforce what nbgrader only hopes for:
 
 * ``inbound`` (made the teacher's by the hub at its start, with the course's folder and
   ``outbound``: classroom/users.py ``prepare_course``; kept so by the teacher's
-  ``release_assignment``) is mode 3733, group the teacher's private group: students may enter and create, not list; the sticky bit stops anyone
-  but an entry's owner from removing or renaming it; setgid gives every entry the teacher's
-  group.
+  ``release_assignment``) is mode 3733, group the teacher's private group: students may enter
+  and create, not list; the sticky bit stops anyone but an entry's owner from removing or
+  renaming it; setgid gives every entry the teacher's group.
 * a submission (:class:`PrivateSubmit`) is created under umask 027 and left at folders 0750,
   files 0640: its author and the teacher's group (the teacher alone) read it, no one else does,
   and no one but its author can change it.
