@@ -169,9 +169,7 @@ class BeyondExplorer(Explorer):
             f'<span data-k="kept">{int(mem[-1]):,}</span> bytes, a full KV cache '
             f'<span data-k="full_kept">{int(full_mem[-1]):,}</span> ({LAYERS} layers, '
             f"{HEADS} heads of {D_HEAD}, {DTYPE}){unused}</div>")
-        self._show(self.canvas, [self.art.pattern, self.art.cost_full, self.art.cost_method,
-                                 self.art.marker, self.art.memory_full,
-                                 self.art.memory_method], static_key=n)
+        self._show(self.canvas, self.art.dynamic)  # one background: n's labels are dynamic
         self._last_key = key
 
     def shown(self):
