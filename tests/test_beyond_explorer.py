@@ -183,3 +183,26 @@ def test_the_docstring_gives_the_sliders_range_of_n():
     low, high = (int(x.replace(",", "")) for x in
                  re.search(r'"n"``\s*\((\S+) to (\S+?):', text).groups())
     assert (low, high) == (NS[0], NS[-1])
+
+
+def test_a_new_length_redraws_only_the_pattern_and_its_position_labels():
+    """Issue 47: the labels 0, n/2 and n are texts drawn with the image, so a new n never
+    redraws the whole figure (one background for every state), and each frame equals the
+    frame of an explorer built at that length (a fresh full draw)."""
+    ex = beyond_explorer(method="sliding window", n=64, size=8)
+    for n in (16, 1024, 128, 256):
+        ex.controls["n"].value = n
+        labels = [t.get_text() for t in ex.art.positions]
+        assert labels == ["0", str(n // 2), str(n)] * 2
+        fresh = beyond_explorer(method="sliding window", n=n, size=8)
+        assert np.array_equal(pixels(ex.png), pixels(fresh.png)), n
+    assert ex.canvas.full_draws == 1
+    # the axes' own tick labels are transparent placeholders that hold the room
+    assert all(t.get_color() == "none" for t in ex.art.axes[0].get_xticklabels())
+
+
+def pixels(png):
+    import io
+
+    from PIL import Image
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))

@@ -112,6 +112,25 @@ def warm_curves(first):
             memory_curve(method, size)
 
 
+class _LengthCanvas(_Canvas):
+    """A canvas whose background for each length ``n`` is the figure's one full background
+    with that length's position labels drawn on it: a new ``n`` costs six texts (a few ms),
+    not a full draw, and a frame at a known ``n`` draws no text at all."""
+
+    def render_at(self, labels, dynamic, n):
+        """PNG bytes: the background of length ``n`` (its ``labels``, texts, drawn once),
+        then the ``dynamic`` artists."""
+        if n not in self._backgrounds:
+            canvas = self.figure.canvas
+            self.ensure_background([*labels, *dynamic], None)  # once: no label, no data
+            canvas.restore_region(self._backgrounds[None])
+            renderer = canvas.get_renderer()
+            for text in labels:
+                text.draw(renderer)
+            self._backgrounds[n] = canvas.copy_from_bbox(self.figure.bbox)
+        return self.render(dynamic, n)
+
+
 class BeyondExplorer(Explorer):
     """Method, n and size: the cells computed, the cost against n, the memory kept."""
 
@@ -130,7 +149,7 @@ class BeyondExplorer(Explorer):
                             value=size)
         self._watch("method", "n", "size")
         self.readout = W.HTML()
-        self.canvas = _Canvas(figures.beyond_quadratic.FIGSIZE)
+        self.canvas = _LengthCanvas(figures.beyond_quadratic.FIGSIZE)
         full_top, _ = cost_curve("full", SIZES[0])
         low = masked_attention_flops(NS[0], D_MODEL, HEADS)["total"] / 2  # a cell per row
         self.art = figures.beyond_figure(NS, MAX_TOKENS, kv_cache_bytes(
@@ -169,9 +188,9 @@ class BeyondExplorer(Explorer):
             f'<span data-k="kept">{int(mem[-1]):,}</span> bytes, a full KV cache '
             f'<span data-k="full_kept">{int(full_mem[-1]):,}</span> ({LAYERS} layers, '
             f"{HEADS} heads of {D_HEAD}, {DTYPE}){unused}</div>")
-        self._show(self.canvas, [self.art.pattern, self.art.cost_full, self.art.cost_method,
-                                 self.art.marker, self.art.memory_full,
-                                 self.art.memory_method], static_key=n)
+        art = self.art
+        self._set_png(self.canvas, self.canvas.render_at(
+            art.positions, [a for a in art.dynamic if a not in art.positions], n))
         self._last_key = key
 
     def shown(self):

@@ -36,6 +36,7 @@ from .. import figures
 from ..nn.checkpoint import load_checkpoint
 from ..nn.generate import next_token_probs, sample_loop
 from ..nn.gpt import check_params, gpt_forward
+from ..nn.gpt_decoder import fast_engine
 from ..threads import blas_threads
 from .base import (
     MUTED_COLOR,
@@ -149,6 +150,7 @@ class GPTExplorer(Explorer):
         self.vocab = self.checkpoint.vocab
         # checked once here: every continuation then samples on checked arguments
         self.params = check_params(self.checkpoint.params, cfg)
+        self._engine = fast_engine(self.params, cfg)  # generate's: GPTDecoder if it serves
         layer, head = figures.check_layer_head(layer, head, cfg.n_layers, cfg.n_heads)
         self.n_new = int(n_new)
         self.seed = int(seed)
@@ -236,7 +238,8 @@ class GPTExplorer(Explorer):
             return sample_loop(self.params, cfg, np.asarray(self.vocab.encode(prompt)),
                                self.n_new if n_new is None else n_new, float(temperature),
                                int(top_k),
-                               np.random.default_rng(seed), cfg.n_ctx, on_token=on_token)
+                               np.random.default_rng(seed), cfg.n_ctx, on_token=on_token,
+                               engine=self._engine)
 
     def _resample(self):
         self.seed += 1

@@ -31,13 +31,18 @@ _DENSITY_CMAP = LinearSegmentedColormap.from_list("allowed_share",
                                                   [MASKED_FACE_COLOR, ALLOWED_COLOR])
 FULL_STYLE = dict(color=OKABE_ITO["black"], linestyle="--", linewidth=LINE_WIDTH,
                   zorder=3)  # over the method's line where they coincide
+#: The pattern's tick labels: transparent placeholders of the widest labels (n = 2048) that
+#: hold the room of the position labels drawn over them (``BeyondArtists.positions``).
+_WIDEST = ["0", "0000", "0000"]
 METHOD_STYLE = dict(color=OKABE_ITO["blue"], linestyle="-", linewidth=LINE_WIDTH)
 
 
 @dataclass(repr=False)
 class BeyondArtists:
     """What :func:`beyond_figure` drew: three axes, the pattern image, two cost lines and a
-    marker, two memory lines."""
+    marker, two memory lines, and the pattern's six position labels (``0``, ``n/2``, ``n`` on
+    each axis: texts that change with the image, over the axes' own tick labels, which are
+    transparent placeholders of the widest label that hold the layout)."""
 
     axes: tuple
     pattern: object
@@ -46,6 +51,14 @@ class BeyondArtists:
     marker: object
     memory_full: object
     memory_method: object
+    positions: tuple = ()
+
+    @property
+    def dynamic(self):
+        """The artists an update changes, in drawing order: the image, its position labels,
+        the lines and the marker (the rest is the same for every method and length)."""
+        return [self.pattern, *self.positions, self.cost_full, self.cost_method, self.marker,
+                self.memory_full, self.memory_method]
 
 
 def block_density(mask, side=DISPLAY):
@@ -88,8 +101,8 @@ def beyond_figure(ns, max_tokens, max_mib, flops_range, fig=None):
     ax_pat.set_ylabel("query position", fontsize=LABEL_FONTSIZE)
     ax_pat.set_title("cells computed (blue)", fontsize=TITLE_FONTSIZE)
     edges = np.array([0, DISPLAY / 2, DISPLAY]) - 0.5
-    ax_pat.set_xticks(edges, ["0", "0000", "0000"])  # room for the widest labels (n = 2048)
-    ax_pat.set_yticks(edges, ["0", "0000", "0000"])
+    ax_pat.set_xticks(edges, _WIDEST)
+    ax_pat.set_yticks(edges, _WIDEST)
     ns = np.asarray(ns, dtype=float)
     (cost_full,) = ax_cost.plot(ns, np.full(len(ns), np.nan), label="full causal", **FULL_STYLE)
     (cost_method,) = ax_cost.plot(ns, np.full(len(ns), np.nan), label="this method",
@@ -117,8 +130,26 @@ def beyond_figure(ns, max_tokens, max_mib, flops_range, fig=None):
     ax_mem.legend(loc="upper left", fontsize=TICK_FONTSIZE, frameon=False)
     for ax in (ax_pat, ax_cost, ax_mem):
         ax.tick_params(labelsize=TICK_FONTSIZE)
+    positions = _position_labels(ax_pat, edges, _WIDEST)  # the tick labels' final font
     return BeyondArtists((ax_pat, ax_cost, ax_mem), pattern, cost_full, cost_method, marker,
-                         memory_full, memory_method)
+                         memory_full, memory_method, positions)
+
+
+def _position_labels(ax, edges, labels):
+    """Six texts ``labels`` where ``ax``'s tick labels are, at the tick positions ``edges``
+    (the same transform, font and colour; the tick labels themselves made transparent): the
+    labels of positions 0, n/2 and n change with n, and as texts of their own they are
+    redrawn with the image, not with the axes."""
+    texts = []
+    for axis in (ax.xaxis, ax.yaxis):
+        for tick, at, text in zip(axis.get_major_ticks(), edges, labels):
+            label = tick.label1
+            texts.append(ax.text(*((at, 0) if axis is ax.xaxis else (0, at)), text,
+                                 transform=label.get_transform(), ha=label.get_ha(),
+                                 va=label.get_va(), fontproperties=label.get_fontproperties(),
+                                 color=label.get_color(), clip_on=False, in_layout=False))
+    ax.tick_params(labelcolor="none")  # the placeholders still hold the labels' room
+    return tuple(texts)
 
 
 def update_beyond_figure(art, mask, flops_full, flops_method, n_index, bytes_full,
@@ -145,8 +176,13 @@ def update_beyond_figure(art, mask, flops_full, flops_method, n_index, bytes_ful
     n = np.asarray(mask).shape[0] if n is None else n
     ticks = np.array([0, side / 2, side]) - 0.5  # cell edges: positions 0, n/2 and n
     labels = ["0", f"{n // 2}", f"{n}"]
-    art.axes[0].set_xticks(ticks, labels)
-    art.axes[0].set_yticks(ticks, labels)
+    art.axes[0].set_xticks(ticks, _WIDEST)  # the same places on screen for every n, and the
+    art.axes[0].set_yticks(ticks, _WIDEST)  # same (transparent) room for the labels
+    for x_text, y_text, label, at in zip(art.positions[:3], art.positions[3:], labels, ticks):
+        x_text.set_text(label)
+        x_text.set_x(at)
+        y_text.set_text(label)
+        y_text.set_y(at)
     art.cost_full.set_ydata(np.asarray(flops_full, dtype=float))
     art.cost_method.set_ydata(np.asarray(flops_method, dtype=float))
     art.marker.set_data([art.cost_method.get_xdata()[n_index]],

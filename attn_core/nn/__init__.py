@@ -84,6 +84,7 @@ from .gpt import (
     mean_ablation,
     param_shapes,
 )
+from .gpt_decoder import GPTDecoder, fast_engine
 from .induction_run import (
     ABLATIONS,
     RUNS_PATH,
@@ -188,6 +189,7 @@ __all__ = [
     "Checkpoint",
     "FORMAT_VERSION",
     "GPTConfig",
+    "GPTDecoder",
     "GPTRun",
     "Generation",
     "LN_EPS",
@@ -222,6 +224,7 @@ __all__ = [
     "kept_mask",
     "load_sink_measurements",
     "sink_measures",
+    "fast_engine",
     "forward_cached",
     "gelu",
     "gelu_backward",

@@ -6,6 +6,10 @@ attending over the cache. The logits are those of a full causal recompute of the
 (tested to 1e-12 in float64). The positions are learned, ``n_ctx`` of them: when the window
 is full, the text is cropped to its last ``n_ctx`` tokens (or fewer: ``keep``) and the cache
 is recomputed for them, which :class:`Generation` records (``cropped``, ``starts``).
+:func:`generate` runs the tiny GPT through :class:`attn_core.nn.gpt_decoder.GPTDecoder`,
+the same logits (to rounding) with the checks at its boundary and the cache written in
+place; :func:`forward_cached` is the readable step it is tested against, and serves every
+other decoder.
 
 The caches may also be rolling (``prefill(..., window=w, n_sink=s)``): each layer keeps only
 the last ``w`` tokens' keys and values (and the first ``s``), as a sliding-window model does;
@@ -26,6 +30,7 @@ from ..threads import on_learner_threads
 from .decoder import decoder_step
 from .embeddings import check_ids
 from .gpt import GPTConfig, check_params
+from .gpt_decoder import fast_engine
 
 __all__ = ["Generation", "check_temperature", "check_top_k", "forward_cached", "generate",
            "next_token_probs", "prefill", "sample_loop"]
@@ -114,8 +119,13 @@ def next_token_probs(logits, temperature=1.0, top_k=None):
     array([0., 1., 0.])
     """
     z = as_float_array(logits, "logits", min_ndim=1, layout="(..., vocab)").astype(np.float64)
-    temperature = check_temperature(temperature)
-    top_k = check_top_k(top_k, z.shape[-1])
+    return _probs(z, check_temperature(temperature), check_top_k(top_k, z.shape[-1]))
+
+
+def _probs(z, temperature, top_k):
+    """:func:`next_token_probs` of checked arguments: ``z`` (..., vocab) float64 logits,
+    ``temperature`` a float > 0, ``top_k`` an int in 1..vocab or None (the sampling loop's
+    step, where the logits were checked by the model and the others once by its caller)."""
     if top_k is not None and top_k < z.shape[-1]:
         # the k-th largest logit (..., 1), by a partition (linear time, not a sort)
         kth = -np.partition(-z, top_k - 1, axis=-1)[..., top_k - 1:top_k]
@@ -252,8 +262,10 @@ def generate(params, config, prompt_ids, n_new, temperature=1.0, top_k=None, see
 
     Notes
     -----
-    Step ``j`` draws token ``n_prompt + j`` from ``next_token_probs(logits)`` where the logits
-    are those of the last position of the window ``ids[starts[j] : L]``, ``L = n_prompt + j``
+    The model runs through :class:`attn_core.nn.gpt_decoder.GPTDecoder` (its blocks'
+    options permitting, else :class:`CachedEngine`). Step ``j`` draws token ``n_prompt + j``
+    from ``next_token_probs(logits)`` where the logits are those of the last position of the
+    window ``ids[starts[j] : L]``, ``L = n_prompt + j``
     (with the default ``keep``, ``starts[j] = max(0, L - n_ctx)``). While the window grows,
     one cached step per token; when it is full, a new token would need position ``n_ctx``,
     which does not exist, so the window is cropped to its last ``keep`` tokens and their
@@ -277,7 +289,8 @@ def generate(params, config, prompt_ids, n_new, temperature=1.0, top_k=None, see
     if keep > config.n_ctx:
         raise ValueError(f"keep must lie in 1..n_ctx = {config.n_ctx}, got {keep}")
     rng = np.random.default_rng(seed)
-    return sample_loop(params, config, prompt, n_new, temperature, top_k, rng, keep)
+    return sample_loop(params, config, prompt, n_new, temperature, top_k, rng, keep,
+                       engine=fast_engine(params, config))
 
 
 def sample_loop(params, config, prompt, n_new, temperature, top_k, rng, keep, n_ctx=None,
@@ -305,7 +318,7 @@ def sample_loop(params, config, prompt, n_new, temperature, top_k, rng, keep, n_
     new, all_probs, all_logits, starts = [], [], [], []
     for _ in range(n_new):
         starts.append(start)
-        probs = next_token_probs(last, temperature, top_k)
+        probs = _probs(np.asarray(last, dtype=np.float64), temperature, top_k)
         token = _draw(rng, probs)
         new.append(token)
         all_probs.append(probs)

@@ -1,0 +1,188 @@
+"""The tiny GPT's sampling path near the speed of its matrices: the loop :func:`attn_core.nn.
+generate` and the GPT explorer run.
+
+The tiny GPT's matrices are small (d_model 64, 4 heads, 2 layers): a decoding step is a
+few microseconds of arithmetic and, through :func:`attn_core.nn.forward_cached`, about 4 ms
+of everything else (the checks of every argument and intermediate product, an immutable
+:class:`~attn_core.decoding.KVCache` copied at every token, the block's general options
+looked up). Its positions are learned, ``n_ctx`` of them: once the text fills the window,
+every new character crops it and recomputes the whole window (a prefill of ``n_ctx``
+tokens), so most of a 200-character sample is prefills. :class:`GPTDecoder` computes the
+same logits with the checks done once, at the public boundary (:func:`attn_core.nn.generate`
+checks the arguments, the explorer checks the parameters once; each step's logits are
+checked once):
+
+* the keys and values go into buffers allocated once per text and written in place (no
+  copy of the cache, no concatenation);
+* the query, key and value matrices of a block are one ``(d_model, 3 d_model)`` matrix (one
+  product), the causal mask one additive table made once;
+* a prefill's last block computes the keys and values of every position but the attention
+  and the MLP of the last one only: a generation draws from the last position's logits;
+* the layer norms and the MLP are the course's own (:mod:`attn_core.nn.layer_norm`,
+  :mod:`attn_core.nn.mlp`, its GELU :mod:`attn_core.nn.gelu`), unchecked halves.
+
+It serves the tiny GPT's blocks (layer norm, GELU MLP or none, biases, one key/value head per
+query head, learned positions, softmax attention; :func:`supports`); SmolLM2's decoder is
+:class:`attn_core.model.llm_fast.LLMDecoder`. Tested against :func:`attn_core.nn.prefill`,
+:func:`attn_core.nn.forward_cached` and a full recompute (``tests/test_gpt_decoder.py``).
+
+Public API
+----------
+* :class:`GPTDecoder` -- ``start(ids)`` then ``step(token)``, each returning the next
+  token's logits
+* :func:`fast_engine` -- the engine :func:`attn_core.nn.generate.sample_loop` takes
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from .._validate import check_result, checked_later
+from .block_options import BlockOptions
+from .layer_norm import _layer_norm_parts
+from .mlp import _mlp_parts
+
+__all__ = ["GPTDecoder", "fast_engine"]
+
+#: A block's parameters, in the order of :attr:`GPTDecoder.layers`' tuples (the query, key and
+#: value matrices and biases stacked into ``w_qkv``, ``b_qkv``).
+_NORM1, _ATTN_OUT = ("ln1.g", "ln1.b"), ("attn.w_o", "attn.b_o")
+_MLP = ("ln2.g", "ln2.b", "mlp.w_in", "mlp.b_in", "mlp.w_out", "mlp.b_out")
+
+
+def supports(config):
+    """True when ``config``'s blocks are the ones :class:`GPTDecoder` serves: GPT-2's (layer
+    norm, biases, one key/value head per query head, no rotary positions, softmax) with a
+    GELU MLP or none (attention-only), and learned positions."""
+    o = getattr(config, "block_options", None)
+    return (isinstance(o, BlockOptions) and o.mlp in ("gelu", None)
+            and o == BlockOptions(o.n_heads, mlp=o.mlp, eps=o.eps))
+
+
+def fast_engine(params, config):
+    """The ``engine`` of :func:`attn_core.nn.generate.sample_loop` for this model:
+    :class:`GPTDecoder` when it serves ``config`` (and the positions are learned), else None
+    (the readable :class:`attn_core.nn.generate.CachedEngine`)."""
+    if supports(config) and "wpe" in params:
+        return partial(GPTDecoder, params, config)
+    return None
+
+
+class GPTDecoder:
+    """One text's decoding state: preallocated key/value buffers and the blocks' weights.
+
+    Parameters
+    ----------
+    params, config
+        A checked tiny GPT (:func:`attn_core.nn.gpt.check_params`) whose blocks
+        :func:`supports` serves; this class does not check them again (its callers do,
+        once).
+    capacity : int
+        The most tokens the window will hold, ``<= config.n_ctx``: the buffers' length.
+
+    Notes
+    -----
+    ``start(ids)`` runs the window (n,) from empty buffers and returns the logits (vocab,)
+    after its last token; ``step(token)`` appends one token and returns the logits after
+    it. Both equal the last row of :func:`attn_core.nn.prefill` /
+    :func:`attn_core.nn.forward_cached`'s logits up to float rounding (the products run in
+    another order).
+    """
+
+    def __init__(self, params, config, capacity):
+        o = config.block_options
+        self.n_heads, self.d_model = o.n_heads, config.d_model
+        self.d_head = config.d_model // o.n_heads
+        self.eps, self.mlp = o.eps, o.mlp is not None
+        self.wte, self.wpe = params["wte"], params["wpe"]  # (vocab, d), (n_ctx, d)
+        self.w_unembed = params["w_unembed"]  # (d, vocab)
+        self.norm_f = (params["ln_f.g"], params["ln_f.b"])
+        self.layers = []
+        for i in range(config.n_layers):
+            p = {k[len(f"h{i}."):]: a for k, a in params.items() if k.startswith(f"h{i}.")}
+            w_qkv = np.concatenate([p[f"attn.w_{c}"] for c in "qkv"], axis=1)  # (d, 3d)
+            b_qkv = np.concatenate([p[f"attn.b_{c}"] for c in "qkv"])  # (3d,)
+            self.layers.append((*(p[k] for k in _NORM1), w_qkv, b_qkv,
+                                *(p[k] for k in _ATTN_OUT),
+                                *((p[k] for k in _MLP) if self.mlp else ())))
+        dtype = self.wte.dtype
+        self.scale = dtype.type(1 / np.sqrt(self.d_head))
+        # (capacity, capacity): 0 where query i may see key j (j <= i), -inf above
+        self.causal = np.triu(np.full((capacity, capacity), -np.inf, dtype), k=1)
+        shape = (config.n_layers, self.n_heads, capacity, self.d_head)
+        self.keys, self.values = np.empty(shape, dtype), np.empty(shape, dtype)
+        self.capacity, self.length = capacity, 0
+
+    def _attend(self, q, i, n, mask):
+        """Each head's output ``(m, d_model)`` of the queries ``q`` (m, d_model) over the
+        first ``n`` keys and values of block ``i`` (``mask`` (m, n) added to the scores, or
+        None)."""
+        h, dh = self.n_heads, self.d_head
+        m = q.shape[0]
+        # (h, m, dh) @ (h, dh, n) -> (h, m, n)
+        s = np.matmul(q.reshape(m, h, dh).swapaxes(0, 1), self.keys[i, :, :n].swapaxes(1, 2))
+        s *= self.scale
+        if mask is not None:
+            s += mask
+        s -= s.max(axis=-1, keepdims=True)
+        np.exp(s, out=s)
+        s *= 1 / s.sum(axis=-1, keepdims=True)
+        heads = np.matmul(s, self.values[i, :, :n])  # (h, m, n) @ (h, n, dh) -> (h, m, dh)
+        return heads.swapaxes(0, 1).reshape(m, h * dh)  # heads side by side, in order
+
+    def _block(self, x, i, start, last_only):
+        """Block ``i`` on the rows ``x`` (m, d) at positions ``start .. start + m - 1``: their
+        keys and values written to the buffers, then attention and the MLP (of the last row
+        only when ``last_only``)."""
+        g1, b1, w_qkv, b_qkv, w_o, b_o, *mlp = self.layers[i]
+        m, d = x.shape
+        qkv = _layer_norm_parts(x, g1, b1, self.eps)[0] @ w_qkv  # (m, d) @ (d, 3d)
+        qkv += b_qkv
+        end = start + m
+        h, dh = self.n_heads, self.d_head
+        self.keys[i, :, start:end] = qkv[:, d:2 * d].reshape(m, h, dh).swapaxes(0, 1)
+        self.values[i, :, start:end] = qkv[:, 2 * d:].reshape(m, h, dh).swapaxes(0, 1)
+        rows = slice(m - 1, m) if last_only else slice(None)
+        mask = None if m == 1 or last_only else self.causal[start:end, :end]
+        x = x[rows] + self._attend(qkv[rows, :d], i, end, mask) @ w_o  # (m', d)
+        x += b_o
+        if mlp:
+            g2, b2, *w = mlp
+            x += _mlp_parts(_layer_norm_parts(x, g2, b2, self.eps)[0], *w)[0]
+        return x
+
+    def _logits(self, x):
+        """The logits (vocab,) of the last row of the stream ``x`` (m, d), checked."""
+        y = _layer_norm_parts(x[-1], *self.norm_f, self.eps)[0]  # (d,)
+        logits = y @ self.w_unembed  # (d,) @ (d, vocab) -> (vocab,)
+        check_result(logits, "the logits")
+        return logits
+
+    def start(self, ids):
+        """The window ``ids`` (n,), ``1 <= n <= capacity``, through every block from empty
+        buffers; returns the logits (vocab,) after its last token."""
+        n = len(ids)
+        x = self.wte[ids] + self.wpe[:n]  # (n, d)
+        with checked_later():  # the logits are checked at the end
+            for i in range(len(self.layers)):
+                x = self._block(x, i, 0, last_only=i == len(self.layers) - 1)
+            logits = self._logits(x)
+        self.length = n
+        return logits
+
+    def step(self, token):
+        """One new token (an int id) after the ``length`` tokens in the buffers; returns the
+        logits (vocab,) after it."""
+        t = self.length
+        if t >= self.capacity:
+            raise ValueError(f"the decoder's buffers hold {self.capacity} tokens and are full:"
+                             " start again with a cropped window")
+        x = (self.wte[token] + self.wpe[t])[None]  # (1, d)
+        with checked_later():
+            for i in range(len(self.layers)):
+                x = self._block(x, i, t, last_only=False)
+            logits = self._logits(x)
+        self.length = t + 1
+        return logits
