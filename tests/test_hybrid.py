@@ -169,3 +169,30 @@ def test_a_gated_delta_layer_has_no_kv_cache_and_no_mask():
         generate(p, cfg, [1, 2], 2)
     with pytest.raises(ValueError, match="mask"):
         decoder_forward(p, cfg, np.array([[1, 2]]), mask=np.tri(2, dtype=bool))
+
+
+def test_window_losses_and_recall_against_plain_loops():
+    from attn_core.induction import repeated_tokens
+    from attn_core.nn.hybrid import copy_recall, window_losses
+    from attn_core.nn.train import text_loss
+
+    cfg = GPTConfig(vocab_size=9, n_ctx=8, d_model=8, n_heads=2, n_layers=4, attention=HYBRID)
+    p = init_gpt(cfg, np.random.default_rng(0), dtype="float64", std=0.5)
+    text = np.random.default_rng(1).integers(0, 9, 3 * 8 + 1)  # three whole windows
+    w = window_losses(p, cfg, text, batch=2)
+    assert w.shape == (3,) and w.mean() == pytest.approx(text_loss(p, cfg, text), rel=1e-12)
+    r = copy_recall(p, cfg, batch=5, seed=2, segment=4)
+    ids, _ = repeated_tokens(np.random.default_rng(2), 5, 9, 8, 4)
+    logits = gpt_forward(p, cfg, ids)[0]
+    hits = {"first": [], "second": []}
+    for b in range(5):  # copy 1 at 0..3, copy 2 at 4..7; scored: each copy's tokens 2..4
+        for name, start in (("first", 0), ("second", 4)):
+            hits[name].append(np.mean([logits[b, t - 1].argmax() == ids[b, t]
+                                       for t in range(start + 1, start + 4)]))
+    for name in hits:
+        assert r[f"{name}_acc"] == pytest.approx(np.mean(hits[name]), abs=1e-12)
+        assert r[f"{name}_acc_sem"] == pytest.approx(np.std(hits[name], ddof=1) / np.sqrt(5))
+    with pytest.raises(ValueError, match="segment"):
+        copy_recall(p, cfg, segment=5)
+    with pytest.raises(ValueError, match="n_ctx"):
+        window_losses(p, cfg, text[:8])
