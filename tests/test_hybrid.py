@@ -192,6 +192,7 @@ def test_window_losses_and_recall_against_plain_loops():
     for name in hits:
         assert r[f"{name}_acc"] == pytest.approx(np.mean(hits[name]), abs=1e-12)
         assert r[f"{name}_acc_sem"] == pytest.approx(np.std(hits[name], ddof=1) / np.sqrt(5))
+    assert r["gain"] == pytest.approx(r["first_loss"] - r["second_loss"], rel=1e-12)
     with pytest.raises(ValueError, match="segment"):
         copy_recall(p, cfg, segment=5)
     with pytest.raises(ValueError, match="n_ctx"):

@@ -122,8 +122,9 @@ def copy_recall(params, config, batch=128, seed=RECALL_SEED, segment=None):
         ``"second_acc"``, ``"second_loss"``: mean accuracy / loss (nats) on characters
         2..L of the second copy (each predictable: it followed the same character in the
         first copy); ``"first_acc"``, ``"first_loss"``: the same on the first copy (the
-        control: nothing before predicts them); ``*_sem``: standard errors over sequences;
-        ``"batch"``, ``"segment"``, ``"seed"``.
+        control: nothing before predicts them); ``"gain"``: the first copy's loss minus the
+        second's, string by string (what the repeat is worth, in nats); ``*_sem``: standard
+        errors over the strings; ``"batch"``, ``"segment"``, ``"seed"``.
     """
     batch = check_positive_int(batch, "batch")
     segment = config.n_ctx // 2 if segment is None else check_positive_int(segment, "segment")
@@ -134,11 +135,15 @@ def copy_recall(params, config, batch=128, seed=RECALL_SEED, segment=None):
                                   2 * segment, segment)
     picked, hits = _token_log_probs(params, config, ids)
     out = {"batch": batch, "segment": segment, "seed": seed}
+    per_seq = {}
     for name, label in (("first", FIRST), ("second", SECOND)):
         where = labels[:, 1:] == label  # (b, 2L - 1): the scored predictions
         count = where.sum(axis=1)
         for what, per in (("acc", (hits * where).sum(axis=1) / count),
                           ("loss", -(picked * where).sum(axis=1) / count)):
-            out[f"{name}_{what}"] = float(per.mean())
-            out[f"{name}_{what}_sem"] = float(per.std(ddof=1) / np.sqrt(batch))
+            per_seq[f"{name}_{what}"] = per
+    per_seq["gain"] = per_seq["first_loss"] - per_seq["second_loss"]  # paired, per string
+    for key, per in per_seq.items():
+        out[key] = float(per.mean())
+        out[f"{key}_sem"] = float(per.std(ddof=1) / np.sqrt(batch))
     return out
