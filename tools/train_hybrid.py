@@ -81,6 +81,7 @@ def main(argv=None):
     ap.add_argument("--out", type=Path, default=None, help="folder for the two files "
                     "(default attn_core/data/)")
     args = ap.parse_args(argv)
+    commit = git_commit()  # the tree the run starts from (read now: it may change meanwhile)
     vocab, train_ids, val_ids = data()
     config = config_for(vocab, args.model)
     train = dict(TRAIN, steps=args.steps)
@@ -101,7 +102,7 @@ def main(argv=None):
     measure_cpu = time.process_time() - cpu1
     print(f"trained in {cpu_seconds:.0f} s CPU; {json.dumps(measures)}", flush=True)
     settings = dict(run.settings, val_fraction=VAL_FRACTION, threads=THREADS)
-    meta = dict(model=args.model, settings=settings, seed=SEED, commit=git_commit(),
+    meta = dict(model=args.model, settings=settings, seed=SEED, commit=commit,
                 seconds=round(seconds, 1), cpu_seconds=round(cpu_seconds, 1),
                 measure_cpu_seconds=round(measure_cpu, 1), machine_load=load.summary(),
                 others_share=round(load.others, 3), numpy=np.__version__)
