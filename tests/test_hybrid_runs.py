@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attn_core.nn.hybrid import MODELS, copy_recall, load_hybrid_run, window_losses
+from attn_core.nn.hybrid import HYBRID_MODELS, copy_recall, load_hybrid_run, window_losses
 from attn_core.nn.train import train_gpt
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,12 +30,12 @@ def data():
     return tool.data()
 
 
-@pytest.mark.parametrize("model", list(MODELS))
+@pytest.mark.parametrize("model", list(HYBRID_MODELS))
 def test_each_trace_records_its_run(model, data):
     vocab, _, _ = data
     ck, tr = load_hybrid_run(model)
     assert ck.config == tool.config_for(vocab, model) and ck.vocab == vocab
-    assert tuple(tr["layers"]) == MODELS[model] == ck.config.layers
+    assert tuple(tr["layers"]) == HYBRID_MODELS[model] == ck.config.layers
     s = tr["settings"]
     assert s["steps"] == tool.STEPS == len(tr["losses"]) and tr["seed"] == tool.SEED
     for key, value in tool.TRAIN.items():
@@ -64,7 +64,7 @@ def test_the_hybrids_first_steps_rerun_match_the_trace(data):
     np.testing.assert_allclose(run.val_losses[0], tr["val_losses"][0], rtol=0, atol=ATOL)
 
 
-@pytest.mark.parametrize("model", list(MODELS))
+@pytest.mark.parametrize("model", list(HYBRID_MODELS))
 def test_the_stored_recall_is_recomputed(model):
     ck, tr = load_hybrid_run(model)
     stored = tr["measures"]["recall"]

@@ -2,7 +2,7 @@
 attn_core/data/hybrid-{model}-checkpoint.npz and hybrid-{model}-trace.json (issue 48, part 4).
 
 ``--model hybrid``: four layers, three gated-delta layers then one softmax layer
-(:data:`attn_core.nn.hybrid.MODELS`); ``softmax`` and ``linear``: four layers of one kind.
+(:data:`attn_core.nn.hybrid.HYBRID_MODELS`); ``softmax`` and ``linear``: four layers of one kind.
 Everything else is the tiny GPT's run (``tools/train_gpt.py``: the same corpus, split, seed,
 batch, learning rate and schedule, float32, one BLAS thread), except the number of steps:
 ``STEPS`` = 600 instead of 2000, for the three runs alike: a gated-delta layer's backward (a
@@ -49,7 +49,7 @@ from train_gpt import (  # noqa: E402
 
 from attn_core.nn import GPTConfig  # noqa: E402
 from attn_core.nn.checkpoint import save_checkpoint  # noqa: E402
-from attn_core.nn.hybrid import MODELS, copy_recall, hybrid_paths, window_losses  # noqa: E402
+from attn_core.nn.hybrid import HYBRID_MODELS, copy_recall, hybrid_paths, window_losses  # noqa: E402
 from attn_core.nn.train import train_gpt  # noqa: E402
 from attn_core.threads import blas_threads  # noqa: E402
 
@@ -61,7 +61,7 @@ STEPS = 600
 
 def config_for(vocab, model):
     return GPTConfig(vocab_size=len(vocab), **dict(MODEL, n_layers=N_LAYERS),
-                     attention=MODELS[model])
+                     attention=HYBRID_MODELS[model])
 
 
 def measure(params, config, val_ids):
@@ -76,7 +76,7 @@ def measure(params, config, val_ids):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", choices=tuple(MODELS), required=True)
+    ap.add_argument("--model", choices=tuple(HYBRID_MODELS), required=True)
     ap.add_argument("--steps", type=int, default=STEPS)
     ap.add_argument("--out", type=Path, default=None, help="folder for the two files "
                     "(default attn_core/data/)")
@@ -110,7 +110,7 @@ def main(argv=None):
     if args.out is not None:
         ck_path, trace_path = args.out / ck_path.name, args.out / trace_path.name
     save_checkpoint(ck_path, run.params, config, vocab, meta)
-    trace = dict(meta, format_version=1, layers=list(MODELS[args.model]),
+    trace = dict(meta, format_version=1, layers=list(HYBRID_MODELS[args.model]),
                  config=dict(vocab_size=config.vocab_size, **dict(MODEL, n_layers=N_LAYERS),
                              d_ff=config.d_ff),
                  losses=run.losses.tolist(), val_losses=run.val_losses.tolist(),

@@ -127,6 +127,18 @@ class BlockOptions:
         return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
 
 
+def check_attentions(attention, n_layers):
+    """``attention`` checked: one name of :data:`ATTENTIONS` for every layer, or a sequence of
+    ``n_layers`` names (a hybrid, e.g. three gated-delta layers then a softmax one), returned
+    as a tuple."""
+    if isinstance(attention, str):
+        return check_option(attention, "attention", ATTENTIONS)
+    if not isinstance(attention, (list, tuple)) or len(attention) != n_layers:
+        raise ValueError(f"attention must be one of {ATTENTIONS} or a list of n_layers = "
+                         f"{n_layers} of them (one per layer), got {attention!r}")
+    return tuple(check_option(a, f"attention[{i}]", ATTENTIONS) for i, a in enumerate(attention))
+
+
 def check_options(options):
     """``options`` if it is a :class:`BlockOptions`, else a TypeError."""
     if not isinstance(options, BlockOptions):

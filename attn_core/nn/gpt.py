@@ -19,7 +19,6 @@ import numpy as np
 from .._validate import (
     as_float_array,
     check_float_dtype,
-    check_option,
     check_positive_int,
     check_result,
     checked_later,
@@ -33,7 +32,7 @@ from .block import (
     block_shapes,
     check_shaped,
 )
-from .block_options import ATTENTIONS
+from .block_options import check_attentions
 from .decoder import decoder_forward
 from .embeddings import _embed_backward, check_ids
 from .gated_delta import GATE_BIAS
@@ -93,7 +92,7 @@ class GPTConfig:
             object.__setattr__(self, "d_ff", check_positive_int(self.d_ff, "d_ff"))
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads = {self.n_heads} must divide d_model = {self.d_model}")
-        object.__setattr__(self, "attention", _check_attention(self.attention, self.n_layers))
+        object.__setattr__(self, "attention", check_attentions(self.attention, self.n_layers))
 
     def __repr__(self):
         """The fields, ``mlp`` only when False (the tiny GPT's repr is as it always was)."""
@@ -126,18 +125,6 @@ class GPTConfig:
         """Block ``i``'s :class:`~attn_core.nn.BlockOptions` (its mixer ``layers[i]``)."""
         return BlockOptions(self.n_heads, mlp="gelu" if self.mlp else None, eps=LN_EPS,
                             attention=self.layers[i])
-
-
-def _check_attention(attention, n_layers):
-    """``attention`` checked: one name of :data:`ATTENTIONS` for every layer, or a sequence of
-    ``n_layers`` names (a hybrid, e.g. three gated-delta layers then a softmax one), returned
-    as a tuple."""
-    if isinstance(attention, str):
-        return check_option(attention, "attention", ATTENTIONS)
-    if not isinstance(attention, (list, tuple)) or len(attention) != n_layers:
-        raise ValueError(f"attention must be one of {ATTENTIONS} or a list of n_layers = "
-                         f"{n_layers} of them (one per layer), got {attention!r}")
-    return tuple(check_option(a, f"attention[{i}]", ATTENTIONS) for i, a in enumerate(attention))
 
 
 def _check_config(config):

@@ -28,21 +28,22 @@ from .embeddings import check_ids
 from .gpt import GPTConfig, gpt_forward
 from .loss import log_softmax
 
-__all__ = ["HYBRID_DATA", "MODELS", "RECALL_SEED", "copy_recall", "hybrid_paths",
+__all__ = ["HYBRID_DATA", "HYBRID_MODELS", "RECALL_SEED", "copy_recall", "hybrid_paths",
            "load_hybrid_run", "window_losses"]
 
 HYBRID_DATA = Path(__file__).resolve().parents[1] / "data"
 #: The three runs: each layer's mixer (the hybrid's softmax layer last, as Qwen3-Next's
 #: ``full_attention_interval = 4`` puts its full-attention layer fourth).
-MODELS = {"hybrid": hybrid_layers(4, 4), "softmax": ("softmax",) * 4, "linear": ("linear",) * 4}
+HYBRID_MODELS = {"hybrid": hybrid_layers(4, 4), "softmax": ("softmax",) * 4,
+                 "linear": ("linear",) * 4}
 #: The seed of the recall sequences (apart from the training's).
 RECALL_SEED = 1948
 
 
 def hybrid_paths(model):
-    """``(checkpoint, trace)`` paths of a stored run (``model`` a key of :data:`MODELS`)."""
-    if model not in MODELS:
-        raise ValueError(f"model must be one of {tuple(MODELS)}, got {model!r}")
+    """``(checkpoint, trace)`` paths of a stored run (``model`` a key of :data:`HYBRID_MODELS`)."""
+    if model not in HYBRID_MODELS:
+        raise ValueError(f"model must be one of {tuple(HYBRID_MODELS)}, got {model!r}")
     return (HYBRID_DATA / f"hybrid-{model}-checkpoint.npz",
             HYBRID_DATA / f"hybrid-{model}-trace.json")
 
