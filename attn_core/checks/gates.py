@@ -14,6 +14,7 @@ import numpy as np
 from ..cost import kv_cache_bytes
 from ..decay import decay_mask
 from ..delta_rule import delta_step
+from ..hybrid_cost import cache_parts, decoder_cache_bytes, hybrid_layers
 from ._base import check_number, not_yet, progressive, read_number
 from ._practice import Case, Mistake, judge
 
@@ -125,12 +126,14 @@ def check_hybrid_cache_bytes(answer, n, layers, every, state_heads, d_k, d_v, kv
     if feedback is not None:
         return feedback
     size = np.dtype(dtype).itemsize
-    n_soft = layers // every
+    kinds = hybrid_layers(layers, every)  # one softmax layer closing each run of `every`
+    n_soft = kinds.count("softmax")
     n_delta = layers - n_soft
-    one_state = state_heads * d_k * d_v * size  # one gated-delta layer
-    state = n_delta * one_state
-    cache = kv_cache_bytes(n, n_soft, kv_heads, d_head, dtype)
-    expected = cache + state
+    shape = dict(state_heads=state_heads, d_k=d_k, d_v=d_v, dtype=dtype)
+    one_state = cache_parts(("gated_delta",), kv_heads, d_head, **shape)[1]  # one layer's
+    per_token, state = cache_parts(kinds, kv_heads, d_head, **shape)
+    cache = n * per_token
+    expected = decoder_cache_bytes(n, kinds, kv_heads, d_head, **shape)
     full = kv_cache_bytes(n, layers, kv_heads, d_head, dtype)
     slips = [
         (full, "that is the cache of a model with softmax attention in every layer"),

@@ -26,6 +26,10 @@ in numpy, the tiny GPT built from them, and its optimiser.
   the stored runs of tools/train_induction.py
 * :mod:`attn_core.nn.copy_lengths` -- notebook 18's copy task by segment length: softmax and
   linear attention's stored runs (tools/train_induction.py --lengths) read back
+* :mod:`attn_core.nn.gated_delta` -- Gated DeltaNet as the block's token mixer
+  (``attention="gated_delta"``), forward and backward through attn_core.delta_rule
+* :mod:`attn_core.nn.hybrid`     -- notebook 19's hybrid GPT (three gated-delta layers, one
+  softmax): validation windows, recall on a repeated string, tools/train_hybrid.py's runs
 """
 
 from .baselines import ALPHA, bigram_loss, bigram_probs, unigram_loss, unigram_probs
@@ -60,6 +64,7 @@ from .copy_lengths import (
 from .data import CORPUS_PATH, CharVocab, get_batch, load_corpus, split_corpus
 from .decoder import decoder_forward, decoder_step
 from .embeddings import check_ids, embed, embed_backward
+from .gated_delta import GATE_BIAS, gated_delta_backward_parts, gated_delta_parts
 from .gelu import gelu, gelu_backward, gelu_erf
 from .generate import (
     Generation,
@@ -85,6 +90,15 @@ from .gpt import (
     param_shapes,
 )
 from .gpt_decoder import GPTDecoder, fast_engine
+from .hybrid import (
+    HYBRID_DATA,
+    HYBRID_MODELS,
+    RECALL_SEED,
+    copy_recall,
+    hybrid_paths,
+    load_hybrid_run,
+    window_losses,
+)
 from .induction_run import (
     ABLATIONS,
     RUNS_PATH,
@@ -274,4 +288,14 @@ __all__ = [
     "recall_state_floats",
     "right_pair_weight",
     "train_recall",
+    "GATE_BIAS",
+    "gated_delta_backward_parts",
+    "gated_delta_parts",
+    "HYBRID_DATA",
+    "HYBRID_MODELS",
+    "RECALL_SEED",
+    "copy_recall",
+    "hybrid_paths",
+    "load_hybrid_run",
+    "window_losses",
 ]

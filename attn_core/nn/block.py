@@ -35,6 +35,7 @@ from .block_options import (
     block_shapes,
     check_options,
 )
+from .gated_delta import gated_delta_backward_parts, gated_delta_parts
 from .layer_norm import _layer_norm_backward_parts, _layer_norm_parts, check_eps
 from .mlp import _mlp_backward_parts, _mlp_parts
 from .rms_norm import _rms_norm_backward_parts, _rms_norm_parts
@@ -179,13 +180,20 @@ def _block_parts(x, p, o, ablate=None, mask=None, positions=None, zero_values=No
     ``mask`` (n, n) bool, default causal: where query ``i`` may see key ``j`` (a narrower
     causal mask: a window, keys masked); ``positions`` (n,), default ``0..n-1``: RoPE's."""
     n = x.shape[-2]
-    mask = causal_mask(n) if mask is None else mask  # (n, n), the same for every head
+    given_mask, mask = mask, causal_mask(n) if mask is None else mask  # (n, n), every head
     positions = np.arange(n) if positions is None else positions
     ln1, z1, d1 = _norm_parts(x, p, "ln1", o)  # (..., n, d)
     ws, bs = _attn_args(p)
-    attended, weights, attn = _multi_head_parts(ln1, ws, o.n_heads, mask, bs, o.n_kv_heads,
-                                                _edit_qkv(o, positions),
-                                                _value_mask(o, n, zero_values), o.attention)
+    if o.attention == "gated_delta":  # a recurrent state per head: causal by construction
+        if zero_values is not None or given_mask is not None:
+            raise ValueError("attention='gated_delta' takes no attention mask and no zeroed "
+                             "values (interventions on softmax weights)")
+        attended, weights, attn = gated_delta_parts(ln1, p, o.n_heads)
+    else:
+        attended, weights, attn = _multi_head_parts(ln1, ws, o.n_heads, mask, bs,
+                                                    o.n_kv_heads, _edit_qkv(o, positions),
+                                                    _value_mask(o, n, zero_values),
+                                                    o.attention)
     if ablate:
         attended = _ablated(attended, attn[3], ws[3], o.n_heads, ablate)
     a = x + attended  # (..., n, d)
@@ -254,8 +262,11 @@ def _block_backward_parts(p, o, cache, grad_y):
         grad_a2, g = _norm_backward(cache, "ln2", p, o, grad_ln2)
         grads.update(g)
         grad_a = grad_y + grad_a2  # (..., n, d): the residual passes grad_y through
-    g = _multi_head_backward_parts(cache["ln1"], cache["attn_w"], o.n_heads, cache["attn"],
-                                   cache["weights"], grad_a, o.n_kv_heads, o.attention)
+    if o.attention == "gated_delta":
+        g = gated_delta_backward_parts(cache["ln1"], p, o.n_heads, cache["attn"], grad_a)
+    else:
+        g = _multi_head_backward_parts(cache["ln1"], cache["attn_w"], o.n_heads, cache["attn"],
+                                       cache["weights"], grad_a, o.n_kv_heads, o.attention)
     grads.update({f"attn.{k}": v for k, v in g.items() if k != "x" and f"attn.{k}" in p})
     grad_x1, g = _norm_backward(cache, "ln1", p, o, g["x"])
     grads.update(g)

@@ -19,6 +19,10 @@ option          tiny GPT (14)              SmolLM2 (17)
 normalised ``phi(q) . phi(k)`` (Katharopoulos et al. 2020; :mod:`attn_core.linear_attention`),
 computed in its quadratic form under the causal mask, so the same backward serves; such a
 block has no KV-cache step (linear attention decodes with a fixed-size state instead).
+``attention="gated_delta"`` makes each head a Gated DeltaNet (Yang, Kautz and Hatamizadeh,
+ICLR 2025; :mod:`attn_core.nn.gated_delta`): unit queries and keys, a per-head gate ``a_t`` and
+step size ``beta_t``, each the sigmoid of a projection of the token (``attn.w_a``, ``attn.b_a``,
+``attn.w_beta``, ``attn.b_beta``, ``(d_model, n_heads)`` and ``(n_heads,)``); no KV cache either.
 
 A block's parameters sit in a dict under short names (the model's ``"h{i}."`` prefix taken
 off): ``ln1.g`` (and ``ln1.b`` for layer norm), ``attn.w_q`` (d_model, n_heads d_head),
@@ -53,8 +57,9 @@ ATTN_KEYS = BLOCK_KEYS[:10]
 NORMS = ("layer", "rms")
 #: The feed-forward networks: GELU MLP (GPT-2), SwiGLU (Llama), or None (attention-only).
 MLPS = ("gelu", "swiglu", None)
-#: What turns scores into weights: the softmax, or linear attention's feature map (elu + 1).
-ATTENTIONS = ("softmax", "linear")
+#: What mixes the tokens: the softmax, linear attention's feature map (elu + 1), or Gated
+#: DeltaNet's gated delta rule.
+ATTENTIONS = ("softmax", "linear", "gated_delta")
 
 
 @dataclass(frozen=True)
@@ -71,7 +76,8 @@ class BlockOptions:
     pairing : "interleaved" or "halves" -- which features RoPE turns together
     bias : bool -- the attention projections have biases (a GELU MLP always has them)
     eps : float -- the norms' eps
-    attention : "softmax" or "linear" -- each head's weights (see the module's docstring)
+    attention : "softmax", "linear" or "gated_delta" -- each head's mixer (see the module's
+        docstring)
 
     Examples
     --------
@@ -110,11 +116,27 @@ class BlockOptions:
             raise ValueError("the GELU MLP has biases: bias=False goes with mlp='swiglu' or None")
         object.__setattr__(self, "eps", check_eps(self.eps))
         check_option(self.attention, "attention", ATTENTIONS)
+        if self.attention == "gated_delta" and (self.kv_heads != h or self.rope_base):
+            raise ValueError("attention='gated_delta' keeps one state per head and no "
+                             f"positions: it needs n_kv_heads=None and rope_base=None, got "
+                             f"n_kv_heads={self.n_kv_heads!r}, rope_base={self.rope_base!r}")
 
     @property
     def kv_heads(self):
         """The number of key/value heads (``n_heads`` when ``n_kv_heads`` is None)."""
         return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+
+def check_attentions(attention, n_layers):
+    """``attention`` checked: one name of :data:`ATTENTIONS` for every layer, or a sequence of
+    ``n_layers`` names (a hybrid, e.g. three gated-delta layers then a softmax one), returned
+    as a tuple."""
+    if isinstance(attention, str):
+        return check_option(attention, "attention", ATTENTIONS)
+    if not isinstance(attention, (list, tuple)) or len(attention) != n_layers:
+        raise ValueError(f"attention must be one of {ATTENTIONS} or a list of n_layers = "
+                         f"{n_layers} of them (one per layer), got {attention!r}")
+    return tuple(check_option(a, f"attention[{i}]", ATTENTIONS) for i, a in enumerate(attention))
 
 
 def check_options(options):
@@ -163,6 +185,10 @@ def block_shapes(d_model, d_ff, options=None):
     if options.bias:
         shapes.update({"attn.b_q": (d,), "attn.b_k": (d_kv,), "attn.b_v": (d_kv,),
                        "attn.b_o": (d,)})
+    if options.attention == "gated_delta":  # the gate a_t and step size beta_t of each head
+        h = options.n_heads
+        shapes.update({"attn.w_a": (d, h), "attn.b_a": (h,), "attn.w_beta": (d, h),
+                       "attn.b_beta": (h,)})
     if options.mlp is not None:
         f = check_positive_int(d_ff, "d_ff")
         shapes.update(_norm_shapes("ln2", d, options.norm))

@@ -6,7 +6,8 @@ What the stack needs of a model:
 
 * ``config`` with ``n_layers``, ``n_ctx``, ``vocab_size``, ``d_model`` and
   ``block_options`` (a :class:`~attn_core.nn.block_options.BlockOptions`: norm, MLP,
-  positions, heads, biases, eps), e.g. :class:`attn_core.nn.GPTConfig` or
+  positions, heads, biases, eps; a model that mixes kinds of layer also has
+  ``layer_options(i)``, each block's), e.g. :class:`attn_core.nn.GPTConfig` or
   :class:`attn_core.model.llm.LLMConfig`;
 * ``params``, one flat dict: ``"wte"`` (vocab, d_model); ``"wpe"`` (n_ctx, d_model) when
   the model learns its positions (none with rotary ones); each block's parameters under
@@ -74,6 +75,13 @@ def _blocks(params, n_layers):
     return blocks
 
 
+def options_of(config, i):
+    """Block ``i``'s options: ``config.layer_options(i)`` where the model mixes kinds of layer
+    (:class:`attn_core.nn.GPTConfig`), else the one ``config.block_options``."""
+    per_layer = getattr(config, "layer_options", None)
+    return config.block_options if per_layer is None else per_layer(i)
+
+
 def _select(arr, heads, axis):
     return arr if heads is None else np.take(arr, list(heads), axis=axis)
 
@@ -135,8 +143,8 @@ def decoder_forward(params, config, ids, *, ablate=None, mask=None, keys_masked=
             layer_mask = key_mask(causal_mask(n) if base is None else base, keys_masked[i])
         zero = None if not values_zeroed or i not in values_zeroed else np.asarray(
             values_zeroed[i], dtype=np.int64)
-        x, w, cache = _block_parts(x, params_of[i], o, layer_ablate, layer_mask,
-                                   zero_values=zero)
+        x, w, cache = _block_parts(x, params_of[i], options_of(config, i), layer_ablate,
+                                   layer_mask, zero_values=zero)
         if weights_of == "all":
             weights[i] = w
         elif weights_of and i in weights_of:
@@ -183,7 +191,7 @@ def decoder_step(params, config, new_ids, caches, ablate=None):
     params_of = _blocks(params, len(caches))
     for i, kv in enumerate(caches):
         layer_ablate = {h: r for (layer, h), r in (ablate or {}).items() if layer == i}
-        x, _, kv = _block_step(x, params_of[i], o, kv, layer_ablate)
+        x, _, kv = _block_step(x, params_of[i], options_of(config, i), kv, layer_ablate)
         out.append(kv)
     y = final_norm(params, o, x)[0]
     return y @ params["w_unembed"], tuple(out)  # (..., m, d) @ (d, V) -> (..., m, V)

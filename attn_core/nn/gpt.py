@@ -19,7 +19,6 @@ import numpy as np
 from .._validate import (
     as_float_array,
     check_float_dtype,
-    check_option,
     check_positive_int,
     check_result,
     checked_later,
@@ -27,16 +26,16 @@ from .._validate import (
 )
 from ..gradients import _weight_grad
 from .block import (
-    BLOCK_KEYS,
     BlockOptions,
     _block_backward_parts,
     block_params,
     block_shapes,
     check_shaped,
 )
-from .block_options import ATTENTIONS
+from .block_options import check_attentions
 from .decoder import decoder_forward
 from .embeddings import _embed_backward, check_ids
+from .gated_delta import GATE_BIAS
 from .layer_norm import _layer_norm_backward_parts
 from .loss import _cross_entropy
 
@@ -56,8 +55,9 @@ class GPTConfig:
     """The tiny GPT's sizes. ``d_ff`` defaults to ``4 * d_model``; ``n_heads`` divides
     ``d_model``; ``mlp=False`` drops every block's MLP sub-layer (and its layer norm), and
     then ``d_ff`` is None; ``attention="linear"`` gives every head linear attention's weights
-    instead of the softmax (notebook 18). Every field is checked when the config is made (the
-    error names it).
+    instead of the softmax (notebook 18), ``"gated_delta"`` a Gated DeltaNet state; a tuple
+    of ``n_layers`` names mixes them layer by layer (a hybrid, notebook 19). Every field is
+    checked when the config is made (the error names it).
 
     Examples
     --------
@@ -73,7 +73,7 @@ class GPTConfig:
     n_layers: int
     d_ff: int | None = None
     mlp: bool = True
-    attention: str = "softmax"
+    attention: str | tuple = "softmax"
 
     def __post_init__(self):
         for name in ("vocab_size", "n_ctx", "d_model", "n_heads", "n_layers"):
@@ -92,7 +92,7 @@ class GPTConfig:
             object.__setattr__(self, "d_ff", check_positive_int(self.d_ff, "d_ff"))
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads = {self.n_heads} must divide d_model = {self.d_model}")
-        check_option(self.attention, "attention", ATTENTIONS)
+        object.__setattr__(self, "attention", check_attentions(self.attention, self.n_layers))
 
     def __repr__(self):
         """The fields, ``mlp`` only when False (the tiny GPT's repr is as it always was)."""
@@ -108,11 +108,23 @@ class GPTConfig:
         return self.d_model // self.n_heads
 
     @property
+    def layers(self):
+        """Each layer's mixer, a tuple of ``n_layers`` names of :data:`ATTENTIONS`."""
+        if isinstance(self.attention, str):
+            return (self.attention,) * self.n_layers
+        return self.attention
+
+    @property
     def block_options(self):
         """The blocks' :class:`~attn_core.nn.BlockOptions`: GPT-2's (layer norm, GELU MLP or
-        none, biases, one key/value head per query head, no rotary positions)."""
+        none, biases, one key/value head per query head, no rotary positions); with a mixer
+        per layer, the first layer's (:meth:`layer_options` gives each)."""
+        return self.layer_options(0)
+
+    def layer_options(self, i):
+        """Block ``i``'s :class:`~attn_core.nn.BlockOptions` (its mixer ``layers[i]``)."""
         return BlockOptions(self.n_heads, mlp="gelu" if self.mlp else None, eps=LN_EPS,
-                            attention=self.attention)
+                            attention=self.layers[i])
 
 
 def _check_config(config):
@@ -136,7 +148,8 @@ def param_shapes(config):
     c = _check_config(config)
     shapes = {"wte": (c.vocab_size, c.d_model), "wpe": (c.n_ctx, c.d_model)}
     for i in range(c.n_layers):
-        shapes.update({f"h{i}.{k}": s for k, s in block_shapes(c.d_model, c.d_ff).items()})
+        shapes.update({f"h{i}.{k}": s for k, s in
+                       block_shapes(c.d_model, c.d_ff, c.layer_options(i)).items()})
     shapes.update({"ln_f.g": (c.d_model,), "ln_f.b": (c.d_model,),
                    "w_unembed": (c.d_model, c.vocab_size)})
     return shapes
@@ -199,6 +212,8 @@ def init_gpt(config, rng, dtype="float32", std=INIT_STD):
         leaf = name.rsplit(".", 1)[-1]
         if leaf == "g":
             w = np.ones(shape)
+        elif leaf == "b_a":  # a gated-delta layer's gate: sigmoid(GATE_BIAS), near 1
+            w = np.full(shape, GATE_BIAS)
         elif leaf.startswith("b"):
             w = np.zeros(shape)
         else:
@@ -393,9 +408,9 @@ def _backward(params, config, ids, cache, grad_logits):
     grad_x, grads["ln_f.g"], grads["ln_f.b"] = _layer_norm_backward_parts(
         cache["z"], cache["denom"], params["ln_f.g"], grad_ln_f)
     for i in reversed(range(config.n_layers)):
-        grad_x, g = _block_backward_parts(block_params(params, i), config.block_options,
+        grad_x, g = _block_backward_parts(block_params(params, i), config.layer_options(i),
                                           cache["blocks"][i], grad_x)
-        grads.update({f"h{i}.{k}": g[k] for k in BLOCK_KEYS if k in g})
+        grads.update({f"h{i}.{k}": v for k, v in g.items()})
     grads["wte"], grads["wpe"] = _embed_backward(ids, grad_x, config.vocab_size, config.n_ctx)
     for name, g in grads.items():
         check_result(g, f"the gradient of {name}")
