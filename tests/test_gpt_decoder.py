@@ -128,6 +128,14 @@ def test_only_the_tiny_gpts_blocks_take_the_fast_path():
     linear = GPTConfig(vocab_size=13, n_ctx=9, d_model=16, n_heads=4, n_layers=2,
                        attention="linear")
     assert not supports(linear) and fast_engine(_params(linear), linear) is None
+    # a mixer per layer: served only when every layer is softmax, whatever the first is
+    for layers in (("softmax", "gated_delta"), ("gated_delta", "softmax"), ("softmax", "linear")):
+        mixed = GPTConfig(vocab_size=13, n_ctx=9, d_model=16, n_heads=4, n_layers=2,
+                          attention=layers)
+        assert not supports(mixed) and fast_engine(_params(mixed), mixed) is None, layers
+    both = GPTConfig(vocab_size=13, n_ctx=9, d_model=16, n_heads=4, n_layers=2,
+                     attention=("softmax", "softmax"))
+    assert supports(both)
     assert not supports(object())
     # learned positions are part of what it serves: without wpe, the readable path
     params = _params(CONFIG)

@@ -54,11 +54,14 @@ _MLP = ("ln2.g", "ln2.b", "mlp.w_in", "mlp.b_in", "mlp.w_out", "mlp.b_out")
 
 def supports(config):
     """True when ``config``'s blocks are the ones :class:`GPTDecoder` serves: GPT-2's (layer
-    norm, biases, one key/value head per query head, no rotary positions, softmax) with a
-    GELU MLP or none (attention-only), and learned positions."""
-    o = getattr(config, "block_options", None)
-    return (isinstance(o, BlockOptions) and o.mlp in ("gelu", None)
-            and o == BlockOptions(o.n_heads, mlp=o.mlp, eps=o.eps))
+    norm, biases, one key/value head per query head, no rotary positions, softmax) in every
+    layer, with a GELU MLP or none (attention-only), and learned positions."""
+    if hasattr(config, "layer_options") and hasattr(config, "n_layers"):  # a mixer per layer
+        options = [config.layer_options(i) for i in range(config.n_layers)]
+    else:
+        options = [getattr(config, "block_options", None)]
+    return all(isinstance(o, BlockOptions) and o.mlp in ("gelu", None)
+               and o == BlockOptions(o.n_heads, mlp=o.mlp, eps=o.eps) for o in options)
 
 
 def fast_engine(params, config):
