@@ -43,9 +43,9 @@ from ..recall import mqar_batch
 from .loss import cross_entropy
 from .optim import AdamW, clip_grad_norm
 
-__all__ = ["MIXERS", "RECALL_RUNS_PATH", "RecallConfig", "init_recall", "load_recall_runs",
-           "recall_accuracy", "recall_forward", "read_weights", "recall_loss_and_grads",
-           "recall_state_floats", "right_pair_weight", "train_recall"]
+__all__ = ["MIXERS", "RECALL_RUNS_PATH", "RecallConfig", "init_recall",
+           "load_recall_runs", "recall_accuracy", "recall_forward", "read_weights",
+           "recall_loss_and_grads", "recall_state_floats", "right_pair_weight", "train_recall"]
 
 MIXERS = ("softmax", "linear", "decay", "delta", "gated_delta")
 #: The stored sweep of tools/train_recall.py.
@@ -309,11 +309,22 @@ def train_recall(config, n_pairs, steps=300, batch=32, lr=3e-3, seed=0, n_update
     return params, losses
 
 
-@functools.lru_cache(maxsize=2)
-def load_recall_runs(path=RECALL_RUNS_PATH):
-    """The stored runs of tools/train_recall.py: ``(trace, runs)``, ``runs`` a dict keyed
-    ``(mixer, pairs, d_state, n_heads)`` of dicts (accuracy, right_weight, final_loss,
-    losses every 10 steps, cpu_s). Cached: treat the result as read-only."""
+#: How :func:`load_recall_runs` keys each group's runs.
+RUN_KEYS = {"grid": ("mixer", "pairs", "d_state", "n_heads"),
+            "updates": ("mixer", "updates", "seed"),
+            "steps": ("mixer", "pairs", "d_state", "n_updates", "steps")}
+
+
+@functools.lru_cache(maxsize=8)
+def load_recall_runs(path=RECALL_RUNS_PATH, group="grid"):
+    """The stored runs of tools/train_recall.py: ``(trace, runs)``, ``runs`` the ``group``'s
+    dicts (accuracy, right_weight, final_loss, losses every 10 steps, cpu_s, ...) keyed by the
+    fields :data:`RUN_KEYS` names: ``"grid"`` (plain MQAR) by ``(mixer, pairs, d_state,
+    n_heads)``, ``"updates"`` (rewrites and their control) by ``(mixer, updates, seed)``,
+    ``"steps"`` (longer training) by ``(mixer, pairs, d_state, n_updates, steps)``. Cached:
+    treat the result as read-only."""
+    fields = RUN_KEYS[check_option(group, "group", tuple(RUN_KEYS))]
     data = json.loads(Path(path).read_text())
-    runs = {(r["mixer"], r["pairs"], r["d_state"], r["n_heads"]): r for r in data["runs"]}
+    runs = {tuple(r[f] for f in fields): r for r in data["runs"]
+            if r.get("group", "grid") == group}
     return data["trace"], runs
