@@ -44,13 +44,13 @@ def rewrites(mixer):
 
 
 def memory(mixer, d_state):
-    """Numbers kept after each of ``MAX_TOKENS`` tokens: ``(softmax, mixer)``."""
+    """Numbers kept after each of ``MAX_TOKENS`` tokens: ``(softmax, mixer)``, each
+    ``(MAX_TOKENS,)`` float (one call of ``recall_state_floats`` each, on every length at
+    once)."""
     t = np.arange(1, MAX_TOKENS + 1)
-    soft = np.array([recall_state_floats(RecallConfig("softmax", d_state), n) for n in t],
-                    dtype=float)
-    mine = np.array([recall_state_floats(RecallConfig(mixer, d_state), n) for n in t],
-                    dtype=float)
-    return soft, mine
+    soft = recall_state_floats(RecallConfig("softmax", d_state), t).astype(float)
+    mine = np.broadcast_to(recall_state_floats(RecallConfig(mixer, d_state), t), t.shape)
+    return soft, mine.astype(float)
 
 
 class RecallExplorer(Explorer):
