@@ -14,8 +14,18 @@ from attn_core.nn.recall_model import MIXERS, RECALL_RUNS_PATH
 # The explorers' frames: make test runs these, make check leaves them out (make test-explorers).
 pytestmark = pytest.mark.explorer
 
+RUNS = json.loads(RECALL_RUNS_PATH.read_text())["runs"]
 STORED = {(r["mixer"], r["pairs"], r["d_state"], r["n_heads"]): r
-          for r in json.loads(RECALL_RUNS_PATH.read_text())["runs"]}
+          for r in RUNS if r.get("group", "grid") == "grid"}
+
+
+def rewrite_means(mixer):
+    """Means over the seeds of the stored rewrite runs, gathered here from the file."""
+    def mean(kind, field):
+        return np.mean([r[field] for r in RUNS if r.get("group") == "updates"
+                        and r["mixer"] == mixer and r["updates"] == kind])
+    return (mean("overwrite", "accuracy_updated"), mean("overwrite", "accuracy"),
+            mean("new_keys", "accuracy"))
 
 
 def check_shown(ex, mixer, pairs, d):
@@ -29,6 +39,8 @@ def check_shown(ex, mixer, pairs, d):
     np.testing.assert_array_equal(soft, 2 * d * t)  # a key and a value of d per token
     np.testing.assert_array_equal(mine, 2 * d * t if mixer == "softmax" else np.full(len(t), d * d))
     assert shown["kept"] == mine[3 * pairs - 1] and shown["softmax_kept"] == 2 * d * 3 * pairs
+    got = (shown["rewritten"], shown["with_rewrites"], shown["fresh_keys"])
+    np.testing.assert_allclose(got, rewrite_means(mixer), atol=5e-3)
 
 
 def test_lines_readout_and_memory_follow_the_stored_runs():

@@ -1,5 +1,6 @@
 """Recall and state size: a mixer, the number of key-value pairs and the state size; the stored
-runs' recall accuracy and the memory a decoder keeps (notebook 19). Reads stored runs only:
+runs' recall accuracy and the memory a decoder keeps, and the chosen mixer's result when keys
+are written again with a new value (notebook 19). Reads stored runs only:
 nothing is trained or computed on a change but a few lines."""
 
 from __future__ import annotations
@@ -29,14 +30,27 @@ def accuracies(d_state, n_heads=1):
             for mx in MIXERS}
 
 
+def rewrites(mixer):
+    """The stored rewrite test for ``mixer``, means over its seeds: ``(setting, accuracy on
+    the rewritten keys, accuracy on all queries, the same with fresh keys instead)``;
+    ``setting`` a dict of ``pairs``, ``n_updates``, ``d_state``, ``seeds``."""
+    _, runs = load_recall_runs(group="updates")
+    over = [r for (mx, kind, _), r in runs.items() if mx == mixer and kind == "overwrite"]
+    fresh = [r for (mx, kind, _), r in runs.items() if mx == mixer and kind == "new_keys"]
+    setting = {f: over[0][f] for f in ("pairs", "n_updates", "d_state")} | {"seeds": len(over)}
+    return (setting, float(np.mean([r["accuracy_updated"] for r in over])),
+            float(np.mean([r["accuracy"] for r in over])),
+            float(np.mean([r["accuracy"] for r in fresh])))
+
+
 def memory(mixer, d_state):
-    """Numbers kept after each of ``MAX_TOKENS`` tokens: ``(softmax, mixer)``."""
+    """Numbers kept after each of ``MAX_TOKENS`` tokens: ``(softmax, mixer)``, each
+    ``(MAX_TOKENS,)`` float (one call of ``recall_state_floats`` each, on every length at
+    once)."""
     t = np.arange(1, MAX_TOKENS + 1)
-    soft = np.array([recall_state_floats(RecallConfig("softmax", d_state), n) for n in t],
-                    dtype=float)
-    mine = np.array([recall_state_floats(RecallConfig(mixer, d_state), n) for n in t],
-                    dtype=float)
-    return soft, mine
+    soft = recall_state_floats(RecallConfig("softmax", d_state), t).astype(float)
+    mine = np.broadcast_to(recall_state_floats(RecallConfig(mixer, d_state), t), t.shape)
+    return soft, mine.astype(float)
 
 
 class RecallExplorer(Explorer):
@@ -76,6 +90,7 @@ class RecallExplorer(Explorer):
                                      soft, mine)
         n = 3 * pairs
         kept = int(mine[n - 1])
+        setting, rewritten, with_rewrites, fresh = rewrites(mixer)
         self.readout.value = (
             '<div data-name="recall" style="font-family:monospace;font-size:13px">'
             f"{mixer}, {pairs} pairs, d_k = d_v = {d_state}: recall accuracy "
@@ -83,7 +98,12 @@ class RecallExplorer(Explorer):
             f'the right pair <span data-k="weight">{run["right_weight"]:.2f}</span><br>'
             f"after the {n} tokens of a sequence the layer keeps "
             f'<span data-k="kept">{kept:,}</span> numbers (softmax: '
-            f'<span data-k="softmax_kept">{int(soft[n - 1]):,}</span>)</div>')
+            f'<span data-k="softmax_kept">{int(soft[n - 1]):,}</span>)<br>'
+            f"keys written again ({setting['n_updates']} of {setting['pairs']}, d_k = d_v = "
+            f"{setting['d_state']}, mean of {setting['seeds']} seeds): accuracy on the rewritten "
+            f'keys <span data-k="rewritten">{rewritten:.2f}</span>, on all queries '
+            f'<span data-k="with_rewrites">{with_rewrites:.2f}</span>; fresh keys in their place '
+            f'<span data-k="fresh_keys">{fresh:.2f}</span></div>')
         self._show(self.canvas, [*self.art.lines.values(), self.art.marker,
                                  self.art.memory_softmax, self.art.memory_method],
                    static_key=d_state)

@@ -43,9 +43,9 @@ from ..recall import mqar_batch
 from .loss import cross_entropy
 from .optim import AdamW, clip_grad_norm
 
-__all__ = ["MIXERS", "RECALL_RUNS_PATH", "RecallConfig", "init_recall", "load_recall_runs",
-           "recall_accuracy", "recall_forward", "read_weights", "recall_loss_and_grads",
-           "recall_state_floats", "right_pair_weight", "train_recall"]
+__all__ = ["MIXERS", "RECALL_RUNS_PATH", "RecallConfig", "init_recall",
+           "load_recall_runs", "recall_accuracy", "recall_forward", "read_weights",
+           "recall_loss_and_grads", "recall_state_floats", "right_pair_weight", "train_recall"]
 
 MIXERS = ("softmax", "linear", "decay", "delta", "gated_delta")
 #: The stored sweep of tools/train_recall.py.
@@ -219,12 +219,28 @@ def recall_loss_and_grads(params, config, ids, targets, scored):
     return float(loss), grads
 
 
-def recall_accuracy(params, config, batch):
+def _query_rows(batch, where):
+    """The query positions of ``batch`` (and of ``where``, a ``(b, n)`` bool mask, if given)."""
+    if where is None:
+        return batch.scored
+    where = np.asarray(where)
+    if where.shape != batch.scored.shape or where.dtype != bool:
+        raise ValueError(f"where must be a bool array of the batch's shape "
+                         f"{batch.scored.shape}, got {where.dtype} of shape {where.shape}")
+    rows = batch.scored & where
+    if not rows.any():
+        raise ValueError("where selects no query position of the batch")
+    return rows
+
+
+def recall_accuracy(params, config, batch, where=None):
     """Fraction of the ``batch``'s queries (a :class:`attn_core.recall.RecallBatch`) whose
-    value is the model's most likely class."""
+    value is the model's most likely class; only those inside ``where`` ``(b, n)`` bool, if
+    given (e.g. ``batch.earlier >= 0``: the queries whose pair was updated)."""
+    rows = _query_rows(batch, where)
     logits, _ = recall_forward(params, config, batch.ids)
     guess = logits.argmax(axis=-1)  # (b, n)
-    return float((guess == batch.targets)[batch.scored].mean())
+    return float((guess == batch.targets)[rows].mean())
 
 
 def read_weights(params, config, ids):
@@ -241,18 +257,33 @@ def read_weights(params, config, ids):
     return decayed_attention_quadratic(q, k, v, g)[1]
 
 
-def right_pair_weight(params, config, batch):
+def right_pair_weight(params, config, batch, positions=None, where=None):
     """Mean share of the read's weight on the right pair: ``|A_i,src| / sum_j |A_ij|`` over
-    the query rows ``i`` (``src`` the value position of the asked pair), heads averaged."""
+    the query rows ``i`` (``src`` the value position of the asked pair's latest write), heads
+    averaged.
+
+    ``positions`` ``(b, n)`` int, if given, replaces ``batch.source`` (e.g. ``batch.earlier``:
+    the share on the write an update replaced); ``where`` ``(b, n)`` bool keeps only those query
+    rows (as in :func:`recall_accuracy`).
+    """
+    rows = _query_rows(batch, where)
+    src = batch.source if positions is None else np.asarray(positions)
+    if src.shape != batch.scored.shape:
+        raise ValueError(f"positions must have the batch's shape {batch.scored.shape}, got "
+                         f"{src.shape}")
     w = np.abs(read_weights(params, config, batch.ids))  # (b, h, n, n)
-    b_idx, rows = np.nonzero(batch.scored)
-    right = w[b_idx, :, rows, batch.source[b_idx, rows]]  # (m, h)
-    total = w[b_idx, :, rows, :].sum(axis=-1)  # (m, h)
+    b_idx, q_idx = np.nonzero(rows)
+    if (src[b_idx, q_idx] < 0).any():
+        raise ValueError("positions must be >= 0 at every query row kept (-1 marks no pair)")
+    right = w[b_idx, :, q_idx, src[b_idx, q_idx]]  # (m, h)
+    total = w[b_idx, :, q_idx, :].sum(axis=-1)  # (m, h)
     return float((right / np.where(total > 0, total, 1)).mean())
 
 
-def train_recall(config, n_pairs, steps=300, batch=32, lr=3e-3, seed=0):
-    """Train a recall model on fresh MQAR batches of ``n_pairs`` pairs with AdamW.
+def train_recall(config, n_pairs, steps=300, batch=32, lr=3e-3, seed=0, n_updates=0,
+                 updates="overwrite"):
+    """Train a recall model on fresh MQAR batches of ``n_pairs`` pairs with AdamW
+    (``n_updates`` later writes of kind ``updates``: see :func:`attn_core.recall.mqar_batch`).
 
     The model and the batches are drawn from ``np.random.default_rng(seed)``; the learning
     rate warms up over the first 20 steps and the gradient's norm is clipped to 1.
@@ -270,7 +301,7 @@ def train_recall(config, n_pairs, steps=300, batch=32, lr=3e-3, seed=0):
     opt = AdamW(lr=lr, weight_decay=0.0)
     losses = np.empty(steps)
     for t in range(steps):
-        b = mqar_batch(rng, batch, n_pairs, config.n_keys, config.n_values)
+        b = mqar_batch(rng, batch, n_pairs, config.n_keys, config.n_values, n_updates, updates)
         losses[t], grads = recall_loss_and_grads(params, config, b.ids, b.targets, b.scored)
         grads, _ = clip_grad_norm(grads, 1.0)
         opt.lr = lr * min(1.0, (t + 1) / 20)
@@ -278,11 +309,22 @@ def train_recall(config, n_pairs, steps=300, batch=32, lr=3e-3, seed=0):
     return params, losses
 
 
-@functools.lru_cache(maxsize=2)
-def load_recall_runs(path=RECALL_RUNS_PATH):
-    """The stored runs of tools/train_recall.py: ``(trace, runs)``, ``runs`` a dict keyed
-    ``(mixer, pairs, d_state, n_heads)`` of dicts (accuracy, right_weight, final_loss,
-    losses every 10 steps, cpu_s). Cached: treat the result as read-only."""
+#: How :func:`load_recall_runs` keys each group's runs.
+RUN_KEYS = {"grid": ("mixer", "pairs", "d_state", "n_heads"),
+            "updates": ("mixer", "updates", "seed"),
+            "steps": ("mixer", "pairs", "d_state", "n_updates", "steps")}
+
+
+@functools.lru_cache(maxsize=8)
+def load_recall_runs(path=RECALL_RUNS_PATH, group="grid"):
+    """The stored runs of tools/train_recall.py: ``(trace, runs)``, ``runs`` the ``group``'s
+    dicts (accuracy, right_weight, final_loss, losses every 10 steps, cpu_s, ...) keyed by the
+    fields :data:`RUN_KEYS` names: ``"grid"`` (plain MQAR) by ``(mixer, pairs, d_state,
+    n_heads)``, ``"updates"`` (rewrites and their control) by ``(mixer, updates, seed)``,
+    ``"steps"`` (longer training) by ``(mixer, pairs, d_state, n_updates, steps)``. Cached:
+    treat the result as read-only."""
+    fields = RUN_KEYS[check_option(group, "group", tuple(RUN_KEYS))]
     data = json.loads(Path(path).read_text())
-    runs = {(r["mixer"], r["pairs"], r["d_state"], r["n_heads"]): r for r in data["runs"]}
+    runs = {tuple(r[f] for f in fields): r for r in data["runs"]
+            if r.get("group", "grid") == group}
     return data["trace"], runs
