@@ -54,7 +54,7 @@ PARTS = ("browser out", "to kernel", "kernel", "back", "browser in")
 def split_table(record):
     """Markdown lines: per control, the median of each part of a key press's time (ms), the
     kernel's whole work for the change (busy to idle: the other theme's frame included), the
-    other theme's frame decoded, and the kernel's messages and kB for the change."""
+    other theme's frame arrived, and the kernel's messages and kB for the change."""
     rows = ["| explorer: control | " + " | ".join(PARTS) + " | kernel busy | other theme's "
             "frame | messages | kB |", "|---|" + "---|" * (len(PARTS) + 4)]
     for name, presses in record.get("split", {}).items():
@@ -84,7 +84,7 @@ def block(record, commit, when):
             "(browser out), to the kernel's busy status (to kernel), to the kernel's message with "
             "the new frame (kernel: the Python side, by the kernel's clock), its arrival in the "
             "page (back), the picture decoded (browser in); beside them the kernel's whole work "
-            "for the change (busy to idle), key press to the other theme's frame decoded, and "
+            "for the change (busy to idle), key press to the other theme's frame in the page, and "
             "the kernel's messages and kB for the change.", "",
             *split_table(record)]
 

@@ -15,11 +15,15 @@ the wall time waits for other processes, the CPU time much less (compare two tre
 time, their runs interleaved, and state the load).
 
 Run: ``MPLBACKEND=Agg .venv/bin/python benchmarks/bench_explorers.py`` (or ``make bench``).
-It prints a table; it is not a timed test.
+It prints a table; it is not a timed test. With ``--record`` (and no ``--only``) the table of
+every explorer is written into ``benchmarks/RESULTS.md`` as the block ``explorer-latency``,
+with the load average and the commit.
 """
 
 import argparse
+import datetime
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -243,6 +247,31 @@ def load_average():
     return ", ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
+def record_block(per_explorer, image_ms, load_start):
+    """The lines of RESULTS.md's block ``explorer-latency``: per explorer, the median and p95
+    of every change's wall time, the median time to the new image and CPU time, the goal."""
+    root = Path(__file__).resolve().parents[1]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
+                            capture_output=True, text=True).stdout.strip() or "unknown"
+    lines = ["## Explorer latency, Python side (benchmarks/bench_explorers.py)", "",
+             f"{datetime.date.today().isoformat()}, commit {commit}; load average (1, 5, 15 min) "
+             f"{load_start} at the start, {load_average()} at the end, on {os.cpu_count()} "
+             f"cores. {CHANGES} changes of each control, set from Python as a message from the "
+             "page would set it, until the setter returns (both themes' frames made); a "
+             "report, not asserted.", "",
+             "| explorer (all controls) | median ms | p95 ms | to the new image ms | CPU ms | "
+             "goal (median) |", "|---|---|---|---|---|---|"]
+    for name, parts in per_explorer.items():
+        ms = np.concatenate([wall for wall, _ in parts])
+        cpu_ms = np.concatenate([cpu for _, cpu in parts])
+        med, goal = float(np.median(ms)), GOALS_MS.get(name, GOAL_MS)
+        lines.append(f"| {name} | {med:.0f} | {np.percentile(ms, 95):.0f} | "
+                     f"{np.median(np.concatenate(image_ms[name])):.0f} | "
+                     f"{np.median(cpu_ms):.0f} | <= {goal:.0f}"
+                     f"{'' if med <= goal else ' (missed)'} |")
+    return lines
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", metavar="TEXT", default="",
@@ -250,14 +279,17 @@ def main():
                              "(e.g. --only model)")
     parser.add_argument("--png", action="store_true",
                         help="only the PNG encoders: the course's against Pillow's")
+    parser.add_argument("--record", action="store_true",
+                        help="write the table into benchmarks/RESULTS.md (every explorer only)")
     args = parser.parse_args()
-    print(f"load average at start: {load_average()} ({os.cpu_count()} cores)")
+    load_start = load_average()
+    print(f"load average at start: {load_start} ({os.cpu_count()} cores)")
     if args.png:
         png_table(setups(), args.only)
         print(f"load average at end: {load_average()}")
         return
     rows = []
-    per_explorer = {}
+    per_explorer, to_image = {}, {}
     naive = {}
     for name, explorer, controls in setups():
         if args.only not in name:
@@ -265,6 +297,7 @@ def main():
         for label, widget in controls.items():
             ms, image_ms, cpu_ms = time_control(explorer, widget)
             per_explorer.setdefault(name, []).append((ms, cpu_ms))
+            to_image.setdefault(name, []).append(image_ms)
             rows.append((name, label, ms, image_ms, cpu_ms))
         if name not in naive:
             naive[name] = naive_ms(explorer)
@@ -288,6 +321,12 @@ def main():
         print(f"{name:<33} {med:9.1f} {np.percentile(ms, 95):8.1f} {naive[name]:9.1f} "
               f"{naive[name] / med:11.1f}x {np.median(cpu_ms):7.1f}  {verdict}")
     print(f"load average at end: {load_average()}")
+    if args.record and not args.only:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from _results import write_block
+
+        write_block(Path(__file__).resolve().parent / "RESULTS.md", "explorer-latency",
+                    record_block(per_explorer, to_image, load_start))
 
 
 if __name__ == "__main__":

@@ -496,7 +496,8 @@ def explorer_output(page, call):
 JS_WATCH = """(img) => {
   // Record when the key goes down and when the image shows a new, decoded picture; and, for
   // the split of that time (split_of), every message of the kernel connection meanwhile and
-  // when the other theme's frame (the image after this one) is decoded.
+  // when the other theme's frame (the hidden image beside this one) arrives (not decoded: the
+  // page does not decode a hidden image either).
   const now = () => performance.timeOrigin + performance.now();  // ms since 1970, as the kernel's
   const twin = img.parentElement && img.parentElement.querySelector('img.attn-dark');
   const w = {t0: null, ms: null, src: img.src, msgs: [], decoded: null,
@@ -520,18 +521,18 @@ JS_WATCH = """(img) => {
   for (const type of ['keydown', 'input', 'change']) {  // a key press, or a choice made
     document.addEventListener(type, start, {capture: true, once: true});
   }
-  const watch = (el, done) => {
+  const watch = (el, decode, done) => {
     const before = el.src;
     const obs = new MutationObserver(() => {
       if (el.src === before) return;
       obs.disconnect();
       const src = el.src;
-      el.decode().catch(() => {}).then(() => done(src));
+      if (decode) el.decode().catch(() => {}).then(() => done(src)); else done(src);
     });
     obs.observe(el, {attributes: true, attributeFilter: ['src']});
   };
-  watch(img, (src) => { w.decoded = now(); w.ms = performance.now() - w.t0; w.src = src; });
-  if (w.twin_src !== null) watch(twin, () => { w.twin_ms = performance.now() - w.t0; });
+  watch(img, true, (src) => { w.decoded = now(); w.ms = performance.now() - w.t0; w.src = src; });
+  if (w.twin_src !== null) watch(twin, false, () => { w.twin_ms = performance.now() - w.t0; });
 }"""
 
 
@@ -542,7 +543,7 @@ def split_of(watch):
     the new image, by the kernel's date on it), ``back`` (that date to the message's arrival
     in the page), ``browser in`` (arrival to the new picture decoded), ``kernel busy`` (busy
     to idle: all the change's work, the other theme's frame included), ``twin`` (key press to
-    the other theme's frame decoded), the kernel's messages for the change and their bytes.
+    the other theme's frame in the page), the kernel's messages for the change and their bytes.
     None where a part was not seen."""
     msgs = watch.get("msgs") or []
     sent = next((m for m in msgs if m["dir"] == "send" and m["type"] == "comm_msg"), None)

@@ -32,6 +32,7 @@ The explorers are the only modules that import ipywidgets.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import html
 import io
@@ -116,6 +117,10 @@ def raw_frames():
 
 #: Whether an update also draws the dark theme's frame (see :func:`light_frames_only`).
 _dark_twin = True
+#: Where the dark twin of a frame is made while the light one is encoded and sent: Pillow,
+#: numpy and zlib release the GIL, so on two cores the twin adds little to an update's time
+#: (issue 47). One worker: the twins of one canvas are made in turn.
+_TWINS = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="attn-dark")
 
 
 @contextlib.contextmanager
@@ -184,8 +189,9 @@ class _Canvas:
         self.full_draws += 1
         return True
 
-    def render(self, dynamic, static_key=None):
-        """Draw and return the PNG bytes; ``dynamic`` is a list of artists to draw on top."""
+    def draw(self, dynamic, static_key=None):
+        """Draw the frame's pixels (no PNG): the background of ``static_key``, then the
+        artists ``dynamic`` on top."""
         canvas = self.figure.canvas
         if not self.ensure_background(dynamic, static_key):
             canvas.restore_region(self._backgrounds[static_key])
@@ -193,7 +199,11 @@ class _Canvas:
         for a in sorted(dynamic, key=lambda a: a.get_zorder()):  # as matplotlib orders them
             if a.get_visible():
                 a.draw(renderer)
-        return _png(canvas)
+
+    def render(self, dynamic, static_key=None):
+        """Draw and return the PNG bytes; ``dynamic`` is a list of artists to draw on top."""
+        self.draw(dynamic, static_key)
+        return _png(self.figure.canvas)
 
     def naive_png(self):
         """What the inline backend does on every change: a full draw with a tight box."""
@@ -359,19 +369,46 @@ class Explorer:
 
     # drawing
     def _show(self, canvas, dynamic, static_key=None):
-        self._set_png(canvas, canvas.render(dynamic, static_key))
+        """Draw the frame and show it: its dark twin is made in a worker thread while the
+        light frame is encoded and sent (:meth:`_set_png`)."""
+        canvas.draw(dynamic, static_key)
+        twin = self._twin(canvas)
+        try:
+            png = _png(canvas.figure.canvas)
+        except BaseException:
+            if twin is not None:
+                twin.result()  # never left working on the canvas' pixels
+            raise
+        self._set_png(canvas, png, twin)
 
-    def _set_png(self, canvas, png):
-        """Show ``png`` (the canvas' pixels) and its dark-theme twin, at the figure's size."""
+    def _twin(self, canvas):
+        """The dark twin of the canvas' current pixels, being made in :data:`_TWINS` (a
+        future of its PNG bytes), or None when no dark frame is drawn."""
+        if not _dark_twin:
+            return None
+        agg = canvas.figure.canvas
+        return _TWINS.submit(self._dark_frames.setdefault(agg, DarkFrames()).png, agg)
+
+    def _set_png(self, canvas, png, twin=None):
+        """Show ``png`` (the canvas' pixels) and its dark-theme twin, at the figure's size.
+
+        ``twin``: the twin's PNG being made (:meth:`_twin`), awaited after the light frame is
+        sent; None: made here, after it."""
         width = f"{css_width(canvas.figure)}px"
-        for image in (self.image, self.image_dark):
-            if image.layout.width != width:
-                image.layout.width = width
-        if png != self.image.value:
-            self.image.value = png
-            if _dark_twin:
+        try:
+            for image in (self.image, self.image_dark):
+                if image.layout.width != width:
+                    image.layout.width = width
+            changed = png != self.image.value
+            if changed:
+                self.image.value = png  # sent now: the twin is still being made
+        finally:
+            dark = twin.result() if twin is not None else None
+        if changed and _dark_twin:
+            if dark is None:
                 agg = canvas.figure.canvas
-                self.image_dark.value = self._dark_frames.setdefault(agg, DarkFrames()).png(agg)
+                dark = self._dark_frames.setdefault(agg, DarkFrames()).png(agg)
+            self.image_dark.value = dark
 
     def _update(self):  # pragma: no cover - every subclass defines it
         raise NotImplementedError

@@ -154,7 +154,7 @@ MASKED_LEVEL = int(MASKED_FACE_COLOR[1:3], 16)
 MASKED_MARGIN = 3
 
 
-def dark_image(light, keep_boxes):
+def dark_image(light, keep_boxes, in_place=False):
     """The dark theme's frame of a light one (Pillow RGB images): greys outside
     ``keep_boxes`` get their lightness inverted into [DARK_PAGE, DARK_INK] (white paper ->
     the dark page, black ink -> light ink); colours, and everything inside the boxes
@@ -164,7 +164,8 @@ def dark_image(light, keep_boxes):
     ``MASKED_MARGIN`` pixels around them (hatching, text on the cells): those turn dark too
     (issue 47: they were bright blocks, a tenth of some dark frames).
 
-    keep_boxes : (left, top, right, bottom) pixel boxes. All in Pillow's C loops but the
+    keep_boxes : (left, top, right, bottom) pixel boxes. ``in_place``: the dark greys are
+    pasted into ``light`` itself (returned), not a copy. All in Pillow's C loops but the
     openings (numpy, each on the smallest part of a box that can hold a result): a frame
     costs about as much as encoding its PNG.
     """
@@ -200,7 +201,9 @@ def dark_image(light, keep_boxes):
             grey = ImageChops.lighter(grey, Image.fromarray(paper.astype(np.uint8) * 255))
     swapped = g.convert("P")  # the grey levels as palette indices: one lookup for R, G, B
     swapped.putpalette(_DARK_PALETTE)
-    return Image.composite(swapped.convert("RGB"), light, grey)
+    out = light if in_place else light.copy()
+    out.paste(swapped.convert("RGB"), None, grey)
+    return out
 
 
 def _around(mask, reach):
@@ -369,7 +372,7 @@ class DarkFrames:
                     min(bb - top, bottom - top - 1))
                    for bl, bt, br, bb in boxes
                    if bl < right and br >= left and bt < bottom and bb >= top]
-        dark = np.asarray(dark_image(light, shifted))  # (crop h, crop w, 3)
+        dark = np.asarray(dark_image(light, shifted, in_place=True))  # (crop h, crop w, 3)
         pl, pt, pr, pb = paste
         self._dark[pt:pb, pl:pr] = dark[pt - top:pb - top, pl - left:pr - left]
         self.converted = (crop[2] - crop[0]) * (crop[3] - crop[1])
