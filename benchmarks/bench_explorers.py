@@ -82,71 +82,89 @@ def sweep(widget, count=CHANGES):
     raise TypeError(f"no sweep for {type(widget).__name__}")
 
 
-def setups():
-    """(name, explorer, {label: control widget, or (control widget, values to set)})."""
-    lab = explorers.worked_example_lab()
-    c = lab.controls
-    yield "worked_example_lab", lab, {
-        "Q[0,0]": c["Q[0,0]"], "V[2,1]": c["V[2,1]"], "matrix": c["matrix"], "row": c["row"],
-        "col": c["col"],
-    }
-    ex = explorers.scaling_explorer()
-    yield "scaling_explorer", ex, {"d_k": ex.controls["d_k"], "scaled": ex.controls["scaled"]}
-    ex = explorers.softmax_explorer()
-    yield "softmax_explorer", ex, {"score 0": ex.controls["score 0"],
-                                   "temperature": ex.controls["temperature"]}
-    ex = explorers.mask_explorer()
-    c = ex.controls
-    controls = {"n": c["n"], "kind": c["kind"], "apply": c["apply"]}
-    yield "mask_explorer", ex, controls
-    c["n"].value = 10
-    c["kind"].value = "padding"
-    yield "mask_explorer", ex, {"length": c["length"]}
-    c["kind"].value = "sliding window"
-    yield "mask_explorer", ex, {"window": c["window"]}
-    c["kind"].value = "custom"
-    yield "mask_explorer", ex, {"custom[4,2]": ex.cell_buttons[4, 2]}
-    ex = explorers.heads_explorer()
-    yield "heads_explorer", ex, {"h": ex.controls["h"], "d_model": ex.controls["d_model"]}
-    ex = explorers.cost_explorer()
-    yield "cost_explorer", ex, {"n": ex.controls["n"], "dtype": ex.controls["dtype"]}
-    ex = explorers.tiling_explorer()
-    yield "tiling_explorer", ex, {"step": ex.controls["step"], "block": ex.controls["block"],
-                                  "causal": ex.controls["causal"]}
-    ex = explorers.training_explorer()
-    yield "training_explorer", ex, {"step": ex.controls["step"], "d_k": ex.controls["d_k"],
-                                    "scaled": ex.controls["scaled"]}
-    ex = explorers.model_explorer()
-    c = ex.controls
-    yield "model_explorer", ex, {"layer": c["layer"], "head": c["head"], "query": c["query"]}
-    # A new sentence runs the model and draws new labels: timed apart, not in the goal.
-    yield "model_explorer (new sentence)", ex, {"sentence": (c["sentence"], NEW_SENTENCES)}
-    ex = explorers.gpt_explorer()
-    c = ex.controls
-    yield "gpt_explorer", ex, {"layer": c["layer"], "head": c["head"]}
-    # Temperature and top-k sample 200 new characters through the KV cache: timed apart.
-    yield "gpt_explorer (new sample)", ex, {"temperature": c["temperature"],
-                                            "top_k": c["top_k"], "again": c["resample"]}
-    yield "gpt_explorer (new prompt)", ex, {"prompt": (c["prompt"], NEW_PROMPTS)}
-    ex = explorers.positions_explorer()
-    c = ex.controls
-    yield "positions_explorer", ex, {"offset": c["offset"], "query": c["query"],
-                                     "pair": c["pair"], "base": c["base"]}
-    ex = explorers.kv_cache_explorer()
-    c = ex.controls
-    yield "kv_cache_explorer", ex, {name: c[name] for name in
-                                    ("n_heads", "n_kv_heads", "window", "n_sink", "n_ctx")}
-    ex = explorers.induction_explorer()
-    yield "induction_explorer", ex, {"step": ex.controls["step"],
-                                     "ablation": ex.controls["ablation"]}
-    ex = explorers.llm_explorer(background=False)  # a new question decodes: not timed here
-    yield "llm_explorer", ex, {name: ex.controls[name] for name in
-                               ("layer", "head", "window", "sinks")}
-    ex = explorers.beyond_explorer()
-    yield "beyond_explorer", ex, {name: ex.controls[name] for name in ("method", "n", "size")}
-    ex = explorers.recall_explorer()
-    yield "recall_explorer", ex, {name: ex.controls[name] for name in
-                                  ("mixer", "pairs", "d_state")}
+def setups(only=""):
+    """(name, explorer, {label: control widget, or (control widget, values to set)}); only the
+    explorers whose name contains ``only`` are built (the real-model ones take seconds and a
+    gigabyte)."""
+    if only in "worked_example_lab":
+        lab = explorers.worked_example_lab()
+        c = lab.controls
+        yield "worked_example_lab", lab, {
+            "Q[0,0]": c["Q[0,0]"], "V[2,1]": c["V[2,1]"], "matrix": c["matrix"], "row": c["row"],
+            "col": c["col"],
+        }
+    if only in "scaling_explorer":
+        ex = explorers.scaling_explorer()
+        yield "scaling_explorer", ex, {"d_k": ex.controls["d_k"], "scaled": ex.controls["scaled"]}
+    if only in "softmax_explorer":
+        ex = explorers.softmax_explorer()
+        yield "softmax_explorer", ex, {"score 0": ex.controls["score 0"],
+                                       "temperature": ex.controls["temperature"]}
+    if only in "mask_explorer":
+        ex = explorers.mask_explorer()
+        c = ex.controls
+        controls = {"n": c["n"], "kind": c["kind"], "apply": c["apply"]}
+        yield "mask_explorer", ex, controls
+        c["n"].value = 10
+        c["kind"].value = "padding"
+        yield "mask_explorer", ex, {"length": c["length"]}
+        c["kind"].value = "sliding window"
+        yield "mask_explorer", ex, {"window": c["window"]}
+        c["kind"].value = "custom"
+        yield "mask_explorer", ex, {"custom[4,2]": ex.cell_buttons[4, 2]}
+    if only in "heads_explorer":
+        ex = explorers.heads_explorer()
+        yield "heads_explorer", ex, {"h": ex.controls["h"], "d_model": ex.controls["d_model"]}
+    if only in "cost_explorer":
+        ex = explorers.cost_explorer()
+        yield "cost_explorer", ex, {"n": ex.controls["n"], "dtype": ex.controls["dtype"]}
+    if only in "tiling_explorer":
+        ex = explorers.tiling_explorer()
+        yield "tiling_explorer", ex, {"step": ex.controls["step"], "block": ex.controls["block"],
+                                      "causal": ex.controls["causal"]}
+    if only in "training_explorer":
+        ex = explorers.training_explorer()
+        yield "training_explorer", ex, {"step": ex.controls["step"], "d_k": ex.controls["d_k"],
+                                        "scaled": ex.controls["scaled"]}
+    if only in "model_explorer (new sentence)":
+        ex = explorers.model_explorer()
+        c = ex.controls
+        yield "model_explorer", ex, {"layer": c["layer"], "head": c["head"], "query": c["query"]}
+        # A new sentence runs the model and draws new labels: timed apart, not in the goal.
+        yield "model_explorer (new sentence)", ex, {"sentence": (c["sentence"], NEW_SENTENCES)}
+    if only in "gpt_explorer (new sample) (new prompt)":
+        ex = explorers.gpt_explorer()
+        c = ex.controls
+        yield "gpt_explorer", ex, {"layer": c["layer"], "head": c["head"]}
+        # Temperature and top-k sample 200 new characters through the KV cache: timed apart.
+        yield "gpt_explorer (new sample)", ex, {"temperature": c["temperature"],
+                                                "top_k": c["top_k"], "again": c["resample"]}
+        yield "gpt_explorer (new prompt)", ex, {"prompt": (c["prompt"], NEW_PROMPTS)}
+    if only in "positions_explorer":
+        ex = explorers.positions_explorer()
+        c = ex.controls
+        yield "positions_explorer", ex, {"offset": c["offset"], "query": c["query"],
+                                         "pair": c["pair"], "base": c["base"]}
+    if only in "kv_cache_explorer":
+        ex = explorers.kv_cache_explorer()
+        c = ex.controls
+        yield "kv_cache_explorer", ex, {name: c[name] for name in
+                                        ("n_heads", "n_kv_heads", "window", "n_sink", "n_ctx")}
+    if only in "induction_explorer":
+        ex = explorers.induction_explorer()
+        yield "induction_explorer", ex, {"step": ex.controls["step"],
+                                         "ablation": ex.controls["ablation"]}
+    if only in "llm_explorer":
+        ex = explorers.llm_explorer(background=False)  # a new question decodes: not timed here
+        yield "llm_explorer", ex, {name: ex.controls[name] for name in
+                                   ("layer", "head", "window", "sinks")}
+    if only in "beyond_explorer":
+        ex = explorers.beyond_explorer()
+        yield "beyond_explorer", ex, {name: ex.controls[name] for name in ("method", "n", "size")}
+    if only in "recall_explorer":
+        ex = explorers.recall_explorer()
+        yield "recall_explorer", ex, {name: ex.controls[name] for name in
+                                      ("mixer", "pairs", "d_state")}
 
 
 def time_control(explorer, widget):
@@ -285,13 +303,13 @@ def main():
     load_start = load_average()
     print(f"load average at start: {load_start} ({os.cpu_count()} cores)")
     if args.png:
-        png_table(setups(), args.only)
+        png_table(setups(args.only), args.only)
         print(f"load average at end: {load_average()}")
         return
     rows = []
     per_explorer, to_image = {}, {}
     naive = {}
-    for name, explorer, controls in setups():
+    for name, explorer, controls in setups(args.only):
         if args.only not in name:
             continue
         for label, widget in controls.items():

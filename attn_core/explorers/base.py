@@ -38,6 +38,7 @@ import html
 import io
 import sys
 import traceback
+import weakref
 
 import ipywidgets as W
 import numpy as np
@@ -49,7 +50,7 @@ from .clock import CLOCK_ATTR, clocked, without_clock  # noqa: F401  (re-exporte
 from .colors import *  # noqa: F403  (re-exported: tests check these colour pairs)
 from .colors import _ERROR_CSS, THEME_CSS
 from .notes import DarkFrames, _Controls, _holds, note_ranges, value_note
-from .png import raw_rgb, rgb_png
+from .png import PngStream, raw_rgb
 
 # re-exported: the explorers and tests import the table helpers from base
 from .tables import (  # noqa: F401
@@ -88,12 +89,17 @@ SLIDER_WIDTH = "420px"
 
 
 def _png(canvas):
-    """PNG bytes of the Agg canvas' current pixels (:func:`attn_core.explorers.png.rgb_png`:
-    RGB, the alpha channel dropped, zlib level 1, rows unfiltered); inside :func:`raw_frames`,
-    the pixels unencoded (:func:`attn_core.explorers.png.raw_rgb`)."""
+    """PNG bytes of the Agg canvas' current pixels (:class:`attn_core.explorers.png.PngStream`,
+    one per canvas: rows "Up"-filtered, zlib level 1, only the bands of rows changed since the
+    canvas' last frame compressed again); inside :func:`raw_frames`, the pixels unencoded
+    (:func:`attn_core.explorers.png.raw_rgb`)."""
     if _raw:
         return raw_rgb(canvas.buffer_rgba())
-    return rgb_png(canvas.buffer_rgba())
+    return _STREAMS.setdefault(canvas, PngStream()).png(canvas.buffer_rgba())
+
+
+#: Agg canvas -> the PngStream of its frames.
+_STREAMS = weakref.WeakKeyDictionary()
 
 
 #: Whether frames are kept unencoded (see :func:`raw_frames`).

@@ -25,7 +25,7 @@ from .colors import (
     HIGHLIGHT_TEXT,
     MUTED_COLOR,
 )
-from .png import rgb_png
+from .png import PngStream
 
 #: Number boxes: ipywidgets sets an entry outside ``min``..``max`` to the nearest end.
 _NUMBER_BOXES = (W.BoundedIntText, W.BoundedFloatText)
@@ -330,6 +330,7 @@ class DarkFrames:
         self._dark = None  # (h, w, 3) uint8: the dark frame (RGB: a crop is pasted in one copy)
         self._boxes = None
         self._png = None
+        self._stream = PngStream()  # only the changed bands of rows compressed again
         self.converted = 0  # pixels converted by the last call (for tests and benchmarks)
 
     def png(self, canvas):
@@ -351,7 +352,7 @@ class DarkFrames:
             region = (int(cols[0]), int(rows[0]), int(cols[-1]) + 1, int(rows[-1]) + 1)
         self._convert(rgba, region, boxes)
         self._light, self._boxes = words.copy(), boxes
-        self._png = rgb_png(self._dark)
+        self._png = self._stream.png(self._dark)
         return self._png
 
     def _convert(self, rgba, region, boxes):
