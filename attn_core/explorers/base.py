@@ -23,7 +23,7 @@ costs hundreds of milliseconds on a small machine (most of it text layout), so:
   bands of rows that changed since the canvas' last frame are compressed again
   (:class:`attn_core.explorers.png.PngStream`);
 * the dark theme's twin of the frame is made in a worker thread while the light frame is
-  encoded and sent (Pillow, numpy and zlib release the GIL), from the last twin, only the
+  sent (Pillow, numpy and zlib release the GIL), from the last twin, only the
   changed rectangle converted again (:class:`attn_core.explorers.notes.DarkFrames`);
 * numbers are shown in HTML tables (crisp, and nearly free), not as matplotlib text;
 * sliders send their value when released (``continuous_update=False``), so a drag never
@@ -248,16 +248,11 @@ class Explorer:
     # drawing
     def _show(self, canvas, dynamic, static_key=None):
         """Draw the frame and show it: its dark twin is made in a worker thread while the
-        light frame is encoded and sent (:meth:`_set_png`)."""
+        light frame is sent (:meth:`_set_png`). Started after the light frame is encoded: on
+        a busy machine the two would share a core, and the light frame would come later."""
         canvas.draw(dynamic, static_key)
-        twin = self._twin(canvas)
-        try:
-            png = _png(canvas.figure.canvas)
-        except BaseException:
-            if twin is not None:
-                twin.result()  # never left working on the canvas' pixels
-            raise
-        self._set_png(canvas, png, twin)
+        png = _png(canvas.figure.canvas)
+        self._set_png(canvas, png, self._twin(canvas))
 
     def _twin(self, canvas):
         """The dark twin of the canvas' current pixels, being made in :data:`_TWINS` (a
