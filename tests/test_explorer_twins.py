@@ -115,3 +115,27 @@ def test_light_frames_only_makes_no_twin(monkeypatch):
         ex = explorers.scaling_explorer()
         ex.controls["d_k"].index = len(ex.controls["d_k"].options) - 1
     assert calls == [] and ex.errors == []
+
+
+def test_the_heads_mosaic_titles_and_labels_are_light_on_the_dark_page():
+    """The head titles and the token labels written on the mosaic's paper (issue 47, seen in
+    the page's dark screenshot): in the dark frame no pixel of their boxes is brighter than
+    the dark theme's ink (they were dark ink ringed by white paper); the cells keep their
+    colours."""
+    from attn_core.explorers import colors
+
+    ex = explorers.heads_explorer(h=8)
+    dark = _pixels(bytes(ex.image_dark.value))
+    light = _pixels(ex.png)
+    renderer = ex.figure.canvas.get_renderer()
+    height = dark.shape[0]
+    texts = [t for t in (*ex.mosaic.titles, *ex.mosaic.col_labels) if t.get_visible()]
+    assert len(texts) >= 8
+    for t in texts:
+        box = t.get_window_extent(renderer)
+        part = dark[height - int(np.ceil(box.y1)):height - int(np.floor(box.y0)),
+                    int(np.floor(box.x0)):int(np.ceil(box.x1))]
+        assert part.max() <= max(colors.DARK_INK), (t.get_text(), part.max())
+    cells = notes.image_boxes(ex.figure) == []  # the mosaic is themed: no box kept as it is
+    colourful = (light.max(-1).astype(int) - light.min(-1)) > 60
+    assert cells and np.array_equal(dark[colourful], light[colourful])
