@@ -47,6 +47,31 @@ def table(record):
     return rows
 
 
+#: The parts of a key press's time (tests/test_browser.py, ``split_of``), in their order.
+PARTS = ("browser out", "to kernel", "kernel", "back", "browser in")
+
+
+def split_table(record):
+    """Markdown lines: per control, the median of each part of a key press's time (ms), the
+    kernel's whole work for the change (busy to idle: the other theme's frame included), the
+    other theme's frame arrived, and the kernel's messages and kB for the change."""
+    rows = ["| explorer: control | " + " | ".join(PARTS) + " | kernel busy | other theme's "
+            "frame | messages | kB |", "|---|" + "---|" * (len(PARTS) + 4)]
+    for name, presses in record.get("split", {}).items():
+        seen = [p for p in presses if p]
+        if not seen:
+            continue
+
+        def med(key, seen=seen):
+            values = [p[key] for p in seen if p.get(key) is not None]
+            return f"{np.median(values):.0f}" if values else "-"
+
+        rows.append(f"| {name} | " + " | ".join(med(k) for k in PARTS)
+                    + f" | {med('kernel busy')} | {med('twin')} | {med('messages')} | "
+                    f"{med('kB')} |")
+    return rows
+
+
 def block(record, commit, when):
     load = ", ".join(f"{x:.1f}" for x in record["load_start"])
     load_end = ", ".join(f"{x:.1f}" for x in record["load_end"])
@@ -54,7 +79,14 @@ def block(record, commit, when):
             f"{when}, commit {commit}; load average (1, 5, 15 min) {load} at the start, "
             f"{load_end} at the end, on {os.cpu_count()} cores. Key press to the new image "
             "decoded in JupyterLab's page (headless Chromium); a report, not asserted.", "",
-            *table(record)]
+            *table(record), "",
+            "Where the median press's time goes (ms): key press to the widget's message sent "
+            "(browser out), to the kernel's busy status (to kernel), to the kernel's message with "
+            "the new frame (kernel: the Python side, by the kernel's clock), its arrival in the "
+            "page (back), the picture decoded (browser in); beside them the kernel's whole work "
+            "for the change (busy to idle), key press to the other theme's frame in the page, and "
+            "the kernel's messages and kB for the change.", "",
+            *split_table(record)]
 
 
 def main(argv=None):

@@ -15,11 +15,15 @@ the wall time waits for other processes, the CPU time much less (compare two tre
 time, their runs interleaved, and state the load).
 
 Run: ``MPLBACKEND=Agg .venv/bin/python benchmarks/bench_explorers.py`` (or ``make bench``).
-It prints a table; it is not a timed test.
+It prints a table; it is not a timed test. With ``--record`` (and no ``--only``) the table of
+every explorer is written into ``benchmarks/RESULTS.md`` as the block ``explorer-latency``,
+with the load average and the commit.
 """
 
 import argparse
+import datetime
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -79,71 +83,89 @@ def sweep(widget, count=CHANGES):
     raise TypeError(f"no sweep for {type(widget).__name__}")
 
 
-def setups():
-    """(name, explorer, {label: control widget, or (control widget, values to set)})."""
-    lab = explorers.worked_example_lab()
-    c = lab.controls
-    yield "worked_example_lab", lab, {
-        "Q[0,0]": c["Q[0,0]"], "V[2,1]": c["V[2,1]"], "matrix": c["matrix"], "row": c["row"],
-        "col": c["col"],
-    }
-    ex = explorers.scaling_explorer()
-    yield "scaling_explorer", ex, {"d_k": ex.controls["d_k"], "scaled": ex.controls["scaled"]}
-    ex = explorers.softmax_explorer()
-    yield "softmax_explorer", ex, {"score 0": ex.controls["score 0"],
-                                   "temperature": ex.controls["temperature"]}
-    ex = explorers.mask_explorer()
-    c = ex.controls
-    controls = {"n": c["n"], "kind": c["kind"], "apply": c["apply"]}
-    yield "mask_explorer", ex, controls
-    c["n"].value = 10
-    c["kind"].value = "padding"
-    yield "mask_explorer", ex, {"length": c["length"]}
-    c["kind"].value = "sliding window"
-    yield "mask_explorer", ex, {"window": c["window"]}
-    c["kind"].value = "custom"
-    yield "mask_explorer", ex, {"custom[4,2]": ex.cell_buttons[4, 2]}
-    ex = explorers.heads_explorer()
-    yield "heads_explorer", ex, {"h": ex.controls["h"], "d_model": ex.controls["d_model"]}
-    ex = explorers.cost_explorer()
-    yield "cost_explorer", ex, {"n": ex.controls["n"], "dtype": ex.controls["dtype"]}
-    ex = explorers.tiling_explorer()
-    yield "tiling_explorer", ex, {"step": ex.controls["step"], "block": ex.controls["block"],
-                                  "causal": ex.controls["causal"]}
-    ex = explorers.training_explorer()
-    yield "training_explorer", ex, {"step": ex.controls["step"], "d_k": ex.controls["d_k"],
-                                    "scaled": ex.controls["scaled"]}
-    ex = explorers.model_explorer()
-    c = ex.controls
-    yield "model_explorer", ex, {"layer": c["layer"], "head": c["head"], "query": c["query"]}
-    # A new sentence runs the model and draws new labels: timed apart, not in the goal.
-    yield "model_explorer (new sentence)", ex, {"sentence": (c["sentence"], NEW_SENTENCES)}
-    ex = explorers.gpt_explorer()
-    c = ex.controls
-    yield "gpt_explorer", ex, {"layer": c["layer"], "head": c["head"]}
-    # Temperature and top-k sample 200 new characters through the KV cache: timed apart.
-    yield "gpt_explorer (new sample)", ex, {"temperature": c["temperature"],
-                                            "top_k": c["top_k"], "again": c["resample"]}
-    yield "gpt_explorer (new prompt)", ex, {"prompt": (c["prompt"], NEW_PROMPTS)}
-    ex = explorers.positions_explorer()
-    c = ex.controls
-    yield "positions_explorer", ex, {"offset": c["offset"], "query": c["query"],
-                                     "pair": c["pair"], "base": c["base"]}
-    ex = explorers.kv_cache_explorer()
-    c = ex.controls
-    yield "kv_cache_explorer", ex, {name: c[name] for name in
-                                    ("n_heads", "n_kv_heads", "window", "n_sink", "n_ctx")}
-    ex = explorers.induction_explorer()
-    yield "induction_explorer", ex, {"step": ex.controls["step"],
-                                     "ablation": ex.controls["ablation"]}
-    ex = explorers.llm_explorer(background=False)  # a new question decodes: not timed here
-    yield "llm_explorer", ex, {name: ex.controls[name] for name in
-                               ("layer", "head", "window", "sinks")}
-    ex = explorers.beyond_explorer()
-    yield "beyond_explorer", ex, {name: ex.controls[name] for name in ("method", "n", "size")}
-    ex = explorers.recall_explorer()
-    yield "recall_explorer", ex, {name: ex.controls[name] for name in
-                                  ("mixer", "pairs", "d_state")}
+def setups(only=""):
+    """(name, explorer, {label: control widget, or (control widget, values to set)}); only the
+    explorers whose name contains ``only`` are built (the real-model ones take seconds and a
+    gigabyte)."""
+    if only in "worked_example_lab":
+        lab = explorers.worked_example_lab()
+        c = lab.controls
+        yield "worked_example_lab", lab, {
+            "Q[0,0]": c["Q[0,0]"], "V[2,1]": c["V[2,1]"], "matrix": c["matrix"], "row": c["row"],
+            "col": c["col"],
+        }
+    if only in "scaling_explorer":
+        ex = explorers.scaling_explorer()
+        yield "scaling_explorer", ex, {"d_k": ex.controls["d_k"], "scaled": ex.controls["scaled"]}
+    if only in "softmax_explorer":
+        ex = explorers.softmax_explorer()
+        yield "softmax_explorer", ex, {"score 0": ex.controls["score 0"],
+                                       "temperature": ex.controls["temperature"]}
+    if only in "mask_explorer":
+        ex = explorers.mask_explorer()
+        c = ex.controls
+        controls = {"n": c["n"], "kind": c["kind"], "apply": c["apply"]}
+        yield "mask_explorer", ex, controls
+        c["n"].value = 10
+        c["kind"].value = "padding"
+        yield "mask_explorer", ex, {"length": c["length"]}
+        c["kind"].value = "sliding window"
+        yield "mask_explorer", ex, {"window": c["window"]}
+        c["kind"].value = "custom"
+        yield "mask_explorer", ex, {"custom[4,2]": ex.cell_buttons[4, 2]}
+    if only in "heads_explorer":
+        ex = explorers.heads_explorer()
+        yield "heads_explorer", ex, {"h": ex.controls["h"], "d_model": ex.controls["d_model"]}
+    if only in "cost_explorer":
+        ex = explorers.cost_explorer()
+        yield "cost_explorer", ex, {"n": ex.controls["n"], "dtype": ex.controls["dtype"]}
+    if only in "tiling_explorer":
+        ex = explorers.tiling_explorer()
+        yield "tiling_explorer", ex, {"step": ex.controls["step"], "block": ex.controls["block"],
+                                      "causal": ex.controls["causal"]}
+    if only in "training_explorer":
+        ex = explorers.training_explorer()
+        yield "training_explorer", ex, {"step": ex.controls["step"], "d_k": ex.controls["d_k"],
+                                        "scaled": ex.controls["scaled"]}
+    if only in "model_explorer (new sentence)":
+        ex = explorers.model_explorer()
+        c = ex.controls
+        yield "model_explorer", ex, {"layer": c["layer"], "head": c["head"], "query": c["query"]}
+        # A new sentence runs the model and draws new labels: timed apart, not in the goal.
+        yield "model_explorer (new sentence)", ex, {"sentence": (c["sentence"], NEW_SENTENCES)}
+    if only in "gpt_explorer (new sample) (new prompt)":
+        ex = explorers.gpt_explorer()
+        c = ex.controls
+        yield "gpt_explorer", ex, {"layer": c["layer"], "head": c["head"]}
+        # Temperature and top-k sample 200 new characters through the KV cache: timed apart.
+        yield "gpt_explorer (new sample)", ex, {"temperature": c["temperature"],
+                                                "top_k": c["top_k"], "again": c["resample"]}
+        yield "gpt_explorer (new prompt)", ex, {"prompt": (c["prompt"], NEW_PROMPTS)}
+    if only in "positions_explorer":
+        ex = explorers.positions_explorer()
+        c = ex.controls
+        yield "positions_explorer", ex, {"offset": c["offset"], "query": c["query"],
+                                         "pair": c["pair"], "base": c["base"]}
+    if only in "kv_cache_explorer":
+        ex = explorers.kv_cache_explorer()
+        c = ex.controls
+        yield "kv_cache_explorer", ex, {name: c[name] for name in
+                                        ("n_heads", "n_kv_heads", "window", "n_sink", "n_ctx")}
+    if only in "induction_explorer":
+        ex = explorers.induction_explorer()
+        yield "induction_explorer", ex, {"step": ex.controls["step"],
+                                         "ablation": ex.controls["ablation"]}
+    if only in "llm_explorer":
+        ex = explorers.llm_explorer(background=False)  # a new question decodes: not timed here
+        yield "llm_explorer", ex, {name: ex.controls[name] for name in
+                                   ("layer", "head", "window", "sinks")}
+    if only in "beyond_explorer":
+        ex = explorers.beyond_explorer()
+        yield "beyond_explorer", ex, {name: ex.controls[name] for name in ("method", "n", "size")}
+    if only in "recall_explorer":
+        ex = explorers.recall_explorer()
+        yield "recall_explorer", ex, {name: ex.controls[name] for name in
+                                      ("mixer", "pairs", "d_state")}
 
 
 def time_control(explorer, widget):
@@ -244,6 +266,31 @@ def load_average():
     return ", ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
+def record_block(per_explorer, image_ms, load_start):
+    """The lines of RESULTS.md's block ``explorer-latency``: per explorer, the median and p95
+    of every change's wall time, the median time to the new image and CPU time, the goal."""
+    root = Path(__file__).resolve().parents[1]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
+                            capture_output=True, text=True).stdout.strip() or "unknown"
+    lines = ["## Explorer latency, Python side (benchmarks/bench_explorers.py)", "",
+             f"{datetime.date.today().isoformat()}, commit {commit}; load average (1, 5, 15 min) "
+             f"{load_start} at the start, {load_average()} at the end, on {os.cpu_count()} "
+             f"cores. {CHANGES} changes of each control, set from Python as a message from the "
+             "page would set it, until the setter returns (both themes' frames made); a "
+             "report, not asserted.", "",
+             "| explorer (all controls) | median ms | p95 ms | to the new image ms | CPU ms | "
+             "goal (median) |", "|---|---|---|---|---|---|"]
+    for name, parts in per_explorer.items():
+        ms = np.concatenate([wall for wall, _ in parts])
+        cpu_ms = np.concatenate([cpu for _, cpu in parts])
+        med, goal = float(np.median(ms)), GOALS_MS.get(name, GOAL_MS)
+        lines.append(f"| {name} | {med:.0f} | {np.percentile(ms, 95):.0f} | "
+                     f"{np.median(np.concatenate(image_ms[name])):.0f} | "
+                     f"{np.median(cpu_ms):.0f} | <= {goal:.0f}"
+                     f"{'' if med <= goal else ' (missed)'} |")
+    return lines
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", metavar="TEXT", default="",
@@ -251,21 +298,25 @@ def main():
                              "(e.g. --only model)")
     parser.add_argument("--png", action="store_true",
                         help="only the PNG encoders: the course's against Pillow's")
+    parser.add_argument("--record", action="store_true",
+                        help="write the table into benchmarks/RESULTS.md (every explorer only)")
     args = parser.parse_args()
-    print(f"load average at start: {load_average()} ({os.cpu_count()} cores)")
+    load_start = load_average()
+    print(f"load average at start: {load_start} ({os.cpu_count()} cores)")
     if args.png:
-        png_table(setups(), args.only)
+        png_table(setups(args.only), args.only)
         print(f"load average at end: {load_average()}")
         return
     rows = []
-    per_explorer = {}
+    per_explorer, to_image = {}, {}
     naive = {}
-    for name, explorer, controls in setups():
+    for name, explorer, controls in setups(args.only):
         if args.only not in name:
             continue
         for label, widget in controls.items():
             ms, image_ms, cpu_ms = time_control(explorer, widget)
             per_explorer.setdefault(name, []).append((ms, cpu_ms))
+            to_image.setdefault(name, []).append(image_ms)
             rows.append((name, label, ms, image_ms, cpu_ms))
         if name not in naive:
             naive[name] = naive_ms(explorer)
@@ -289,6 +340,12 @@ def main():
         print(f"{name:<33} {med:9.1f} {np.percentile(ms, 95):8.1f} {naive[name]:9.1f} "
               f"{naive[name] / med:11.1f}x {np.median(cpu_ms):7.1f}  {verdict}")
     print(f"load average at end: {load_average()}")
+    if args.record and not args.only:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from _results import write_block
+
+        write_block(Path(__file__).resolve().parent / "RESULTS.md", "explorer-latency",
+                    record_block(per_explorer, to_image, load_start))
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ notebooks are never changed). Playwright for Python drives Debian's Chromium:
 Skipped without Playwright or Chromium (see tests/conftest.py); a failure under CI=true.
 """
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -272,11 +273,13 @@ def latency_table(samples):
 LATENCY_RECORD = os.environ.get("BROWSER_LATENCY_RECORD", "")
 
 
-def write_latency_record(path, samples, load_start, load_end):
+def write_latency_record(path, samples, load_start, load_end, split=None):
     """The key-press -> new-image samples (ms, per control) as JSON, with the load average
-    (1, 5, 15 min) at the session's start and end."""
+    (1, 5, 15 min) at the session's start and end, and where each press's time went
+    (``split_of``, per control)."""
     record = {"samples": {k: [float(x) for x in v] for k, v in samples.items()},
-              "load_start": list(load_start), "load_end": list(load_end)}
+              "load_start": list(load_start), "load_end": list(load_end),
+              "split": split or {}}
     Path(path).write_text(json.dumps(record, indent=1) + "\n")
 
 
@@ -285,12 +288,12 @@ def latencies(request):
     """Key press -> new image, in ms, per control, collected over the session; a table of
     median and slowest press is printed at its end (a benchmark, not asserted), and written
     to ``BROWSER_LATENCY_RECORD`` when that is set."""
-    found = {"_phases": {}}
+    found = {"_phases": {}, "_split": {}}
     start, load_start = time.monotonic(), os.getloadavg()
     yield found
-    phases = found.pop("_phases")
+    phases, split = found.pop("_phases"), found.pop("_split")
     if LATENCY_RECORD:
-        write_latency_record(LATENCY_RECORD, found, load_start, os.getloadavg())
+        write_latency_record(LATENCY_RECORD, found, load_start, os.getloadavg(), split)
     steps = [f"  {nb}: " + ", ".join(f"{k} {v:.1f} s" for k, v in t.items())
              for nb, t in phases.items()]
     report(request.config,
@@ -491,22 +494,74 @@ def explorer_output(page, call):
 
 
 JS_WATCH = """(img) => {
-  // Record when the key goes down and when the image shows a new, decoded picture.
-  const w = {t0: null, ms: null, src: img.src};
+  // Record when the key goes down and when the image shows a new, decoded picture; and, for
+  // the split of that time (split_of), every message of the kernel connection meanwhile and
+  // when the other theme's frame (the hidden image beside this one) arrives (not decoded: the
+  // page does not decode a hidden image either).
+  const now = () => performance.timeOrigin + performance.now();  // ms since 1970, as the kernel's
+  const twin = img.parentElement && img.parentElement.querySelector('img.attn-dark');
+  const w = {t0: null, ms: null, src: img.src, msgs: [], decoded: null,
+             twin_ms: null, twin_src: twin && twin !== img ? twin.src : null};
   window.__watch = w;
-  const start = () => { if (w.t0 === null) w.t0 = performance.now(); };
+  const kernel = window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel;
+  if (kernel && !kernel.__attnWatched) {  // once per kernel: log into the current watch
+    kernel.__attnWatched = true;
+    kernel.anyMessage.connect((_, args) => {
+      const x = window.__watch;
+      if (!x || x.t0 === null) return;
+      const m = args.msg, data = (m.content && m.content.data) || {};
+      x.msgs.push({at: now(), dir: args.direction, type: m.header.msg_type,
+                   id: m.header.msg_id, parent: (m.parent_header || {}).msg_id || null,
+                   date: Date.parse(m.header.date), state: m.content && m.content.execution_state,
+                   method: data.method || null,
+                   bytes: (m.buffers || []).reduce((s, b) => s + (b.byteLength || 0), 0)});
+    });
+  }
+  const start = () => { if (w.t0 === null) { w.t0 = performance.now(); w.t0_epoch = now(); } };
   for (const type of ['keydown', 'input', 'change']) {  // a key press, or a choice made
     document.addEventListener(type, start, {capture: true, once: true});
   }
-  const obs = new MutationObserver(() => {
-    if (img.src === w.src) return;
-    obs.disconnect();
-    const src = img.src;
-    img.decode().catch(() => {}).then(() => {
-      w.ms = performance.now() - w.t0; w.src = src; });
-  });
-  obs.observe(img, {attributes: true, attributeFilter: ['src']});
+  const watch = (el, decode, done) => {
+    const before = el.src;
+    const obs = new MutationObserver(() => {
+      if (el.src === before) return;
+      obs.disconnect();
+      const src = el.src;
+      if (decode) el.decode().catch(() => {}).then(() => done(src)); else done(src);
+    });
+    obs.observe(el, {attributes: true, attributeFilter: ['src']});
+  };
+  watch(img, true, (src) => { w.decoded = now(); w.ms = performance.now() - w.t0; w.src = src; });
+  if (w.twin_src !== null) watch(twin, false, () => { w.twin_ms = performance.now() - w.t0; });
 }"""
+
+
+def split_of(watch):
+    """Where one key press's time went (ms), from ``JS_WATCH``'s record: ``browser out`` (key
+    press to the widget's message sent), ``to kernel`` (sent to the kernel's busy status, whose
+    date is the kernel's clock: one machine, one clock), ``kernel`` (busy to the message with
+    the new image, by the kernel's date on it), ``back`` (that date to the message's arrival
+    in the page), ``browser in`` (arrival to the new picture decoded), ``kernel busy`` (busy
+    to idle: all the change's work, the other theme's frame included), ``twin`` (key press to
+    the other theme's frame in the page), the kernel's messages for the change and their bytes.
+    None where a part was not seen."""
+    msgs = watch.get("msgs") or []
+    sent = next((m for m in msgs if m["dir"] == "send" and m["type"] == "comm_msg"), None)
+    if sent is None or watch.get("decoded") is None:
+        return None
+    mine = [m for m in msgs if m["dir"] == "recv" and m["parent"] == sent["id"]]
+    busy = next((m for m in mine if m["type"] == "status" and m["state"] == "busy"), None)
+    idle = next((m for m in mine if m["type"] == "status" and m["state"] == "idle"), None)
+    frame = next((m for m in mine if m["type"] == "comm_msg" and m["bytes"] > 0), None)
+    if busy is None or frame is None:
+        return None
+    updates = [m for m in mine if m["type"] == "comm_msg"]
+    return {"browser out": sent["at"] - watch["t0_epoch"], "to kernel": busy["date"] - sent["at"],
+            "kernel": frame["date"] - busy["date"], "back": frame["at"] - frame["date"],
+            "browser in": watch["decoded"] - frame["at"],
+            "kernel busy": idle["date"] - busy["date"] if idle else None,
+            "twin": watch.get("twin_ms"), "messages": len(updates),
+            "kB": sum(m["bytes"] for m in updates) / 1e3}
 
 
 def slider_named(output, label):
@@ -534,6 +589,15 @@ def press_arrow(page, img, handle, readout, where):
     ms = page.evaluate("window.__watch.ms")
     page.wait_for_function(
         "([el, old]) => el.innerText !== old", arg=[readout, before], timeout=UPDATE_TIMEOUT)
+    # the other theme's frame and the kernel's idle status, for the split (a report only)
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    with contextlib.suppress(PlaywrightTimeout):  # a twin whose bytes did not change
+        page.wait_for_function("(window.__watch.twin_src === null"
+                               " || window.__watch.twin_ms !== null) && window.__watch.msgs.some("
+                               "m => m.type === 'status' && m.state === 'idle')",
+                               timeout=2000, polling="raf")
+    press_arrow.splits.append(split_of(page.evaluate("window.__watch")))
     assert img.get_attribute("src") != before_src, f"{where} ({key}): the figure did not change"
     assert readout.inner_text() != before, f"{where} ({key}): the read-out did not change"
     return ms
@@ -547,8 +611,10 @@ def move_slider(page, output, where, label, latencies):
     if not readout.is_visible():  # a choice slider: its value is the label beside it
         readout = slider.query_selector(
             "xpath=following-sibling::*[contains(@class, 'attn-readout')]")
+    press_arrow.splits = []
     latencies[f"{where}: {label}"] = [press_arrow(page, img, handle, readout, where)
                                       for _ in range(PRESSES)]
+    latencies["_split"][f"{where}: {label}"] = press_arrow.splits
 
 
 def type_sentence(page, output, where, latencies, text):

@@ -104,3 +104,55 @@ def test_a_raw_frame_round_trips_and_is_refused_where_malformed():
         from_raw(frame[:-1])
     with pytest.raises(ValueError, match=r"pixels must be .* got shape \(5, 7\)"):
         raw_rgb(rgba[..., 0])
+
+
+def test_a_png_stream_gives_every_frame_whole_recompressing_only_changed_bands():
+    """PngStream (issue 47) against Pillow's reader on successive edits of one frame: each PNG
+    decodes to that frame's pixels; a change inside one band re-compresses that band only (and
+    the band below, whose first row is filtered against the changed one); a new size or a
+    frame that stops being opaque compresses every row."""
+    from attn_core.explorers.png import BAND_ROWS, PngStream
+
+    g = np.random.default_rng(7)
+    frame = np.full((5 * BAND_ROWS + 3, 40, 4), 255, np.uint8)
+    frame[10:30, 5:25, :3] = (30, 120, 200)
+    stream = PngStream()
+    edits = [(slice(0, 1), slice(0, 1)), (slice(BAND_ROWS + 2, BAND_ROWS + 4), slice(3, 9)),
+             (slice(-2, None), slice(-5, None)), (slice(BAND_ROWS - 1, BAND_ROWS), slice(0, 40)),
+             (slice(None), slice(None))]
+    for k, (rows, cols) in enumerate([(slice(None), slice(None)), *edits]):
+        if k:
+            frame[rows, cols, :3] = g.integers(0, 256, size=frame[rows, cols, :3].shape)
+        image = decoded(stream.png(frame))
+        assert image.mode == "RGBA"
+        np.testing.assert_array_equal(np.asarray(image), frame, err_msg=f"edit {k}")
+        if k == 0 or k == len(edits):
+            assert stream.recompressed == frame.shape[0]
+        elif k == 2:  # two rows inside the second band, the third row unchanged after them
+            assert stream.recompressed == BAND_ROWS
+        elif k == 4:  # the last row of the first band: its band and the second (filtered)
+            assert stream.recompressed == 2 * BAND_ROWS
+    frame[0, 0, 3] = 0  # not opaque any more: RGB, every row
+    image = decoded(stream.png(frame))
+    assert image.mode == "RGB" and stream.recompressed == frame.shape[0]
+    np.testing.assert_array_equal(np.asarray(image), frame[..., :3])
+    smaller = frame[:BAND_ROWS + 1, :9, :3]
+    np.testing.assert_array_equal(np.asarray(decoded(stream.png(smaller))), smaller)
+    assert stream.recompressed == smaller.shape[0]
+
+
+def test_an_explorers_frames_after_changes_are_its_canvas_pixels():
+    """Through the explorer (one PngStream per canvas): after each change the light PNG is
+    the canvas' pixels, and a change of part of the figure re-compresses part of the rows."""
+    from attn_core.explorers import base, softmax_explorer
+
+    ex = softmax_explorer()
+    slider = ex.controls["temperature"]
+    parts = []
+    for value in (slider.min, slider.max, 1.0):
+        slider.value = value
+        rgba = np.asarray(ex.canvas.figure.canvas.buffer_rgba())
+        np.testing.assert_array_equal(np.asarray(decoded(ex.png))[..., :3], rgba[..., :3])
+        stream = base._STREAMS[ex.canvas.figure.canvas]
+        parts.append(stream.recompressed / rgba.shape[0])
+    assert ex.errors == [] and min(parts) < 1.0, parts

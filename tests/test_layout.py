@@ -129,7 +129,8 @@ def test_maths_model_and_figures_never_print(path):
 
 #: What the explorers share (the base class, the argument checks); every other module of
 #: attn_core/explorers is one explorer.
-EXPLORER_SUPPORT = ("__init__", "base", "arguments", "colors", "notes", "tables", "png", "clock")
+EXPLORER_SUPPORT = ("__init__", "base", "arguments", "colors", "notes", "tables", "png", "clock",
+                    "frames")
 EXPLORERS = sorted(p for p in (PACKAGE / "explorers").glob("*.py")
                    if p.stem not in EXPLORER_SUPPORT)
 

@@ -19,8 +19,12 @@ costs hundreds of milliseconds on a small machine (most of it text layout), so:
   changes artists in place (the ``update_*`` functions of :mod:`attn_core.figures`);
 * only the artists that change (images, bars, lines, outlines) are drawn again, over a
   cached copy of the static background (axes, ticks, labels): "blitting";
-* the PNG is encoded straight from the Agg buffer, as RGB with a fast zlib level and no
-  row filters (:mod:`attn_core.explorers.png`);
+* the PNG is encoded straight from the Agg buffer with a fast zlib level, and only the
+  bands of rows that changed since the canvas' last frame are compressed again
+  (:class:`attn_core.explorers.png.PngStream`);
+* the dark theme's twin of the frame is made in a worker thread while the light frame is
+  sent (Pillow, numpy and zlib release the GIL), from the last twin, only the
+  changed rectangle converted again (:class:`attn_core.explorers.notes.DarkFrames`);
 * numbers are shown in HTML tables (crisp, and nearly free), not as matplotlib text;
 * sliders send their value when released (``continuous_update=False``), so a drag never
   queues stale redraws, and an update whose inputs did not change draws nothing.
@@ -32,23 +36,30 @@ The explorers are the only modules that import ipywidgets.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import html
-import io
 import sys
 import traceback
 
 import ipywidgets as W
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from ..threads import blas_threads, on_learner_threads
+from . import frames as _frames
 from .clock import CLOCK_ATTR, clocked, without_clock  # noqa: F401  (re-exported)
 from .colors import *  # noqa: F403  (re-exported: tests check these colour pairs)
 from .colors import _ERROR_CSS, THEME_CSS
+from .frames import (  # noqa: F401  (re-exported: the explorers import these from base)
+    _STREAMS,
+    _TWINS,
+    DPI,
+    SCALE,
+    _Canvas,
+    _png,
+    css_width,
+    light_frames_only,
+    raw_frames,
+)
 from .notes import DarkFrames, _Controls, _holds, note_ranges, value_note
-from .png import raw_rgb, rgb_png
 
 # re-exported: the explorers and tests import the table helpers from base
 from .tables import (  # noqa: F401
@@ -74,132 +85,9 @@ __all__ = [
     "read_tables",
 ]
 
-#: CSS pixels per figure inch: a frame is shown ``figsize * DPI`` CSS pixels large.
-DPI = 80
-#: Device pixels per CSS pixel the frames are drawn for: 2 is sharp on a HiDPI ("2x")
-#: screen; a 1x screen shows the same PNG scaled down by the browser, still crisp.
-SCALE = 2
 #: Labels of controls are never cut off.
 STYLE = {"description_width": "initial"}
 SLIDER_WIDTH = "420px"
-
-# --- fast figures: a fixed layout, a cached background, only changed artists drawn -------
-
-
-def _png(canvas):
-    """PNG bytes of the Agg canvas' current pixels (:func:`attn_core.explorers.png.rgb_png`:
-    RGB, the alpha channel dropped, zlib level 1, rows unfiltered); inside :func:`raw_frames`,
-    the pixels unencoded (:func:`attn_core.explorers.png.raw_rgb`)."""
-    if _raw:
-        return raw_rgb(canvas.buffer_rgba())
-    return rgb_png(canvas.buffer_rgba())
-
-
-#: Whether frames are kept unencoded (see :func:`raw_frames`).
-_raw = False
-
-
-@contextlib.contextmanager
-def raw_frames():
-    """Inside, an explorer's ``.png`` (its image's value) holds the frame's raw RGB pixels
-    (:func:`attn_core.explorers.png.raw_rgb`), not a PNG: for the static edition's build,
-    which encodes every frame as a palette PNG of its own (``tools/static_explorers.py``); the
-    PNG's encoding and decoding in between were a sixth of its time. Never in a kernel: a
-    browser cannot show these bytes."""
-    global _raw
-    before, _raw = _raw, True
-    try:
-        yield
-    finally:
-        _raw = before
-
-
-#: Whether an update also draws the dark theme's frame (see :func:`light_frames_only`).
-_dark_twin = True
-
-
-@contextlib.contextmanager
-def light_frames_only():
-    """Inside, explorers draw only the light frame (``.image``); ``.image_dark`` keeps its
-    last picture. For the static edition's build, which shows only the light frames: the
-    dark twin was a third of each frame's cost there, thrown away."""
-    global _dark_twin
-    before, _dark_twin = _dark_twin, False
-    try:
-        yield
-    finally:
-        _dark_twin = before
-
-
-def css_width(figure):
-    """The width in CSS pixels a frame of ``figure`` is shown at: its pixels / SCALE."""
-    return round(figure.get_figwidth() * figure.dpi / SCALE)
-
-
-class _Canvas:
-    """A Figure on an Agg canvas that re-renders only its changing ("dynamic") artists.
-
-    The first render lets constrained layout place everything, then fixes the layout, so
-    nothing moves afterwards. The static part (axes, ticks, labels, colour bars) is drawn
-    once per ``static_key`` and kept as a pixel buffer; each frame restores it and draws
-    only the dynamic artists on top. A caller that changes static content (limits, tick
-    labels) must pass a new ``static_key``.
-    """
-
-    def __init__(self, figsize, dpi=DPI * SCALE, layout="constrained"):
-        self.figure = Figure(figsize=figsize, dpi=dpi, layout=layout)
-        FigureCanvasAgg(self.figure)
-        self._backgrounds = {}
-        self._layout_fixed = layout is None  # None: the caller places the axes itself
-        self.full_draws = 0
-
-    def invalidate(self):
-        """Forget every cached background (after a change to static artists)."""
-        self._backgrounds.clear()
-
-    def fix_layout(self):
-        """Let constrained layout place everything once, then keep it (idempotent)."""
-        if not self._layout_fixed:
-            self.figure.get_layout_engine().execute(self.figure)
-            self.figure.set_layout_engine("none")
-            self._layout_fixed = True
-
-    def ensure_background(self, dynamic, static_key=None):
-        """Draw and keep the static part for ``static_key`` unless it is cached already.
-
-        Returns True when it had to draw (a full draw, the slow path).
-        """
-        self.fix_layout()
-        if static_key in self._backgrounds:
-            return False
-        shown = [a for a in dynamic if a.get_visible()]
-        for a in shown:
-            a.set_visible(False)
-        try:
-            self.figure.canvas.draw()
-        finally:
-            for a in shown:
-                a.set_visible(True)
-        self._backgrounds[static_key] = self.figure.canvas.copy_from_bbox(self.figure.bbox)
-        self.full_draws += 1
-        return True
-
-    def render(self, dynamic, static_key=None):
-        """Draw and return the PNG bytes; ``dynamic`` is a list of artists to draw on top."""
-        canvas = self.figure.canvas
-        if not self.ensure_background(dynamic, static_key):
-            canvas.restore_region(self._backgrounds[static_key])
-        renderer = canvas.get_renderer()
-        for a in sorted(dynamic, key=lambda a: a.get_zorder()):  # as matplotlib orders them
-            if a.get_visible():
-                a.draw(renderer)
-        return _png(canvas)
-
-    def naive_png(self):
-        """What the inline backend does on every change: a full draw with a tight box."""
-        out = io.BytesIO()
-        self.figure.savefig(out, format="png", dpi=self.figure.dpi, bbox_inches="tight")
-        return out.getvalue()
 
 
 def _in_kernel():
@@ -359,19 +247,41 @@ class Explorer:
 
     # drawing
     def _show(self, canvas, dynamic, static_key=None):
-        self._set_png(canvas, canvas.render(dynamic, static_key))
+        """Draw the frame and show it: its dark twin is made in a worker thread while the
+        light frame is sent (:meth:`_set_png`). Started after the light frame is encoded: on
+        a busy machine the two would share a core, and the light frame would come later."""
+        canvas.draw(dynamic, static_key)
+        png = _png(canvas.figure.canvas)
+        self._set_png(canvas, png, self._twin(canvas))
 
-    def _set_png(self, canvas, png):
-        """Show ``png`` (the canvas' pixels) and its dark-theme twin, at the figure's size."""
+    def _twin(self, canvas):
+        """The dark twin of the canvas' current pixels, being made in :data:`_TWINS` (a
+        future of its PNG bytes), or None when no dark frame is drawn."""
+        if not _frames._dark_twin:
+            return None
+        agg = canvas.figure.canvas
+        return _TWINS.submit(self._dark_frames.setdefault(agg, DarkFrames()).png, agg)
+
+    def _set_png(self, canvas, png, twin=None):
+        """Show ``png`` (the canvas' pixels) and its dark-theme twin, at the figure's size.
+
+        ``twin``: the twin's PNG being made (:meth:`_twin`), awaited after the light frame is
+        sent; None: made here, after it."""
         width = f"{css_width(canvas.figure)}px"
-        for image in (self.image, self.image_dark):
-            if image.layout.width != width:
-                image.layout.width = width
-        if png != self.image.value:
-            self.image.value = png
-            if _dark_twin:
+        try:
+            for image in (self.image, self.image_dark):
+                if image.layout.width != width:
+                    image.layout.width = width
+            changed = png != self.image.value
+            if changed:
+                self.image.value = png  # sent now: the twin is still being made
+        finally:
+            dark = twin.result() if twin is not None else None
+        if changed and _frames._dark_twin:
+            if dark is None:
                 agg = canvas.figure.canvas
-                self.image_dark.value = self._dark_frames.setdefault(agg, DarkFrames()).png(agg)
+                dark = self._dark_frames.setdefault(agg, DarkFrames()).png(agg)
+            self.image_dark.value = dark
 
     def _update(self):  # pragma: no cover - every subclass defines it
         raise NotImplementedError

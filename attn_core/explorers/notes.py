@@ -25,7 +25,7 @@ from .colors import (
     HIGHLIGHT_TEXT,
     MUTED_COLOR,
 )
-from .png import rgb_png
+from .png import PngStream
 
 #: Number boxes: ipywidgets sets an entry outside ``min``..``max`` to the nearest end.
 _NUMBER_BOXES = (W.BoundedIntText, W.BoundedFloatText)
@@ -141,6 +141,8 @@ def _dark_lut():
 
 
 _DARK_LUT = _dark_lut()
+#: The same as a palette: grey level (index) -> its dark RGB.
+_DARK_PALETTE = _DARK_LUT.ravel().tolist()
 _GREY_POINT = [255 if v <= GREY_CHROMA else 0 for v in range(256)]
 #: A white area inside an image at least this many pixels across (odd) is paper, not a number.
 PAPER_OPENING = 7
@@ -152,7 +154,7 @@ MASKED_LEVEL = int(MASKED_FACE_COLOR[1:3], 16)
 MASKED_MARGIN = 3
 
 
-def dark_image(light, keep_boxes):
+def dark_image(light, keep_boxes, in_place=False):
     """The dark theme's frame of a light one (Pillow RGB images): greys outside
     ``keep_boxes`` get their lightness inverted into [DARK_PAGE, DARK_INK] (white paper ->
     the dark page, black ink -> light ink); colours, and everything inside the boxes
@@ -162,12 +164,14 @@ def dark_image(light, keep_boxes):
     ``MASKED_MARGIN`` pixels around them (hatching, text on the cells): those turn dark too
     (issue 47: they were bright blocks, a tenth of some dark frames).
 
-    keep_boxes : (left, top, right, bottom) pixel boxes. All in Pillow's C loops but the
-    openings (numpy): a frame costs about as much as encoding its PNG.
+    keep_boxes : (left, top, right, bottom) pixel boxes. ``in_place``: the dark greys are
+    pasted into ``light`` itself (returned), not a copy. All in Pillow's C loops but the
+    openings (numpy, each on the smallest part of a box that can hold a result): a frame
+    costs about as much as encoding its PNG.
     """
     r, g, b = light.split()
-    chroma = ImageChops.subtract(ImageChops.lighter(ImageChops.lighter(r, g), b),
-                                 ImageChops.darker(ImageChops.darker(r, g), b))
+    low = ImageChops.darker(ImageChops.darker(r, g), b)
+    chroma = ImageChops.subtract(ImageChops.lighter(ImageChops.lighter(r, g), b), low)
     grey = chroma.point(_GREY_POINT)  # 255 where a pixel is a grey
     is_grey = np.asarray(grey) == 255 if keep_boxes else None
     draw = ImageDraw.Draw(grey)
@@ -178,20 +182,48 @@ def dark_image(light, keep_boxes):
     # the cells are thinner, and the opening (erode, then dilate) leaves them out. Masked
     # areas as large, and the greys around them, likewise.
     if keep_boxes:
-        green = np.asarray(g)
-        low = np.asarray(ImageChops.darker(ImageChops.darker(r, g), b))
+        green, low = np.asarray(g), np.asarray(low)
         white = low == 255
         masked = is_grey & (green == MASKED_LEVEL) & (low >= MASKED_LEVEL - GREY_CHROMA)
         paper = np.zeros(white.shape, dtype=bool)
         for left, top, right, bottom in keep_boxes:
             inside = (slice(max(top, 0), bottom + 1), slice(max(left, 0), right + 1))
-            paper[inside] = _opened(white[inside], PAPER_OPENING)
-            if masked[inside].any():
-                paper[inside] |= _near_masked(masked[inside], is_grey[inside])
+            found = np.zeros(white[inside].shape, dtype=bool)  # this box's paper
+            for kind, reach in ((white, PAPER_OPENING // 2), (masked, PAPER_OPENING)):
+                part = _around(kind[inside], reach)
+                if part is None:
+                    continue
+                at = _within(inside, part)
+                found[part] |= (_opened(white[at], PAPER_OPENING) if kind is white
+                                else _near_masked(masked[at], is_grey[at]))
+            paper[inside] = found
         if paper.any():
             grey = ImageChops.lighter(grey, Image.fromarray(paper.astype(np.uint8) * 255))
-    swapped = Image.merge("RGB", [g.point(_DARK_LUT[:, i].tolist()) for i in range(3)])
-    return Image.composite(swapped, light, grey)
+    swapped = g.convert("P")  # the grey levels as palette indices: one lookup for R, G, B
+    swapped.putpalette(_DARK_PALETTE)
+    out = light if in_place else light.copy()
+    out.paste(swapped.convert("RGB"), None, grey)
+    return out
+
+
+def _around(mask, reach):
+    """The smallest (rows, columns) slices of the 2-D bool ``mask`` holding every True pixel
+    and ``reach`` pixels around it (within the mask); None when nothing is True. An opening
+    of ``mask`` (erode, then dilate, each by at most ``reach``) and what it grows by at most
+    ``reach`` less the erosion's share are the same inside these slices as over all of it."""
+    rows = np.flatnonzero(mask.any(axis=1))
+    if rows.size == 0:
+        return None
+    cols = np.flatnonzero(mask[rows[0]:rows[-1] + 1].any(axis=0))
+    height, width = mask.shape
+    return (slice(max(int(rows[0]) - reach, 0), min(int(rows[-1]) + 1 + reach, height)),
+            slice(max(int(cols[0]) - reach, 0), min(int(cols[-1]) + 1 + reach, width)))
+
+
+def _within(outer, inner):
+    """Slices ``inner`` (relative to the region ``outer``, a pair of slices) as slices of the
+    whole array."""
+    return tuple(slice(o.start + i.start, o.start + i.stop) for o, i in zip(outer, inner))
 
 
 def _along(m, axis, combine, fill, size):
@@ -295,9 +327,10 @@ class DarkFrames:
 
     def __init__(self):
         self._light = None  # (h, w) uint32: the light pixels the dark frame was made from
-        self._dark = None  # (h, w, 4) uint8: the dark frame, opaque RGBA
+        self._dark = None  # (h, w, 3) uint8: the dark frame (RGB: a crop is pasted in one copy)
         self._boxes = None
         self._png = None
+        self._stream = PngStream()  # only the changed bands of rows compressed again
         self.converted = 0  # pixels converted by the last call (for tests and benchmarks)
 
     def png(self, canvas):
@@ -307,7 +340,7 @@ class DarkFrames:
         words = np.ascontiguousarray(rgba).view(np.uint32)[..., 0]  # (h, w): one per pixel
         boxes = image_boxes(canvas.figure)
         if self._light is None or self._light.shape != words.shape or boxes != self._boxes:
-            self._dark = np.full((height, width, 4), 255, dtype=np.uint8)
+            self._dark = np.empty((height, width, 3), dtype=np.uint8)
             region = (0, 0, width, height)
         else:
             changed = words != self._light  # (h, w) bool
@@ -319,7 +352,7 @@ class DarkFrames:
             region = (int(cols[0]), int(rows[0]), int(cols[-1]) + 1, int(rows[-1]) + 1)
         self._convert(rgba, region, boxes)
         self._light, self._boxes = words.copy(), boxes
-        self._png = rgb_png(self._dark)
+        self._png = self._stream.png(self._dark)
         return self._png
 
     def _convert(self, rgba, region, boxes):
@@ -340,7 +373,7 @@ class DarkFrames:
                     min(bb - top, bottom - top - 1))
                    for bl, bt, br, bb in boxes
                    if bl < right and br >= left and bt < bottom and bb >= top]
-        dark = np.asarray(dark_image(light, shifted))  # (crop h, crop w, 3)
+        dark = np.asarray(dark_image(light, shifted, in_place=True))  # (crop h, crop w, 3)
         pl, pt, pr, pb = paste
-        self._dark[pt:pb, pl:pr, :3] = dark[pt - top:pb - top, pl - left:pr - left]
+        self._dark[pt:pb, pl:pr] = dark[pt - top:pb - top, pl - left:pr - left]
         self.converted = (crop[2] - crop[0]) * (crop[3] - crop[1])

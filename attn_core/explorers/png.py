@@ -16,15 +16,23 @@ with Pillow and compares every pixel).
 
 zlib releases the GIL while it compresses, so a sampling thread (the GPT explorer) keeps
 running meanwhile.
+
+A slider move changes part of a frame (bars, a map, a few cells). :class:`PngStream` encodes
+one canvas' successive frames: the rows are compressed in bands of ``BAND_ROWS``, each band a
+deflate stream of its own ended by a sync flush (byte-aligned, no reference to the band
+before), so a band whose filtered rows did not change keeps its compressed bytes from the last
+frame; the PNG's one zlib stream is the bands joined, a final empty block and the checksum
+of all rows (issue 47). The bytes differ from :func:`rgb_png`'s, the pixels are the same.
 """
 
 import struct
 import sys
+import threading
 import zlib
 
 import numpy as np
 
-__all__ = ["RAW_MAGIC", "from_raw", "raw_rgb", "rgb_png", "ZLIB_LEVEL"]
+__all__ = ["BAND_ROWS", "PngStream", "RAW_MAGIC", "from_raw", "raw_rgb", "rgb_png", "ZLIB_LEVEL"]
 
 #: zlib's level: 1 is several times faster than the default 6, the files barely larger.
 ZLIB_LEVEL = 1
@@ -60,6 +68,13 @@ def rgb_png(pixels, level=ZLIB_LEVEL):
     PNG's "Up" filter stores each byte minus the byte above it (modulo 256): one numpy
     subtraction, and the flat areas of a frame become runs of zeros.
     """
+    rows, header = _filtered(pixels, level)
+    return _png(header, zlib.compress(rows.data, level))
+
+
+def _filtered(pixels, level):
+    """The checked pixels' rows, "Up"-filtered ((h, 1 + w * channels) uint8), and the IHDR
+    chunk's data (:func:`rgb_png`)."""
     a = np.asarray(pixels)
     if a.dtype != np.uint8 or a.ndim != 3 or a.shape[2] not in (3, 4) or 0 in a.shape[:2]:
         raise ValueError(f"pixels must be an (h, w, 3) or (h, w, 4) uint8 array with h, w >= 1, "
@@ -76,9 +91,59 @@ def rgb_png(pixels, level=ZLIB_LEVEL):
     rows[0, 1:] = flat[0]  # the row above the first is zeros
     np.subtract(flat[1:], flat[:-1], out=rows[1:, 1:])  # uint8: modulo 256, as PNG wants
     color_type = 6 if channels == 4 else 2  # RGBA or RGB
-    header = struct.pack(">IIBBBBB", width, height, 8, color_type, 0, 0, 0)  # no interlace
-    return (_SIGNATURE + _chunk(b"IHDR", header)
-            + _chunk(b"IDAT", zlib.compress(rows.data, level)) + _chunk(b"IEND", b""))
+    return rows, struct.pack(">IIBBBBB", width, height, 8, color_type, 0, 0, 0)  # no interlace
+
+
+def _png(header, idat):
+    return (_SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", idat)
+            + _chunk(b"IEND", b""))
+
+
+#: Rows per band of :class:`PngStream`: a band is re-compressed when one of its rows changed.
+BAND_ROWS = 16
+#: A zlib stream's header (deflate, 32 KiB window; a multiple of 31, as zlib wants) and a
+#: deflate stream's final block, empty (fixed codes: BFINAL, the end-of-block code).
+_ZLIB_HEADER, _FINAL_BLOCK = b"\x78\x01", b"\x03\x00"
+
+
+class PngStream:
+    """One canvas' successive frames as PNG bytes, only the changed bands compressed again.
+
+    ``png(pixels)`` takes what :func:`rgb_png` takes and gives a PNG of the same pixels (the
+    same filter, colour type and zlib level); ``recompressed`` is the number of rows it
+    compressed (all of them for a first frame or a new size). Safe to call from two threads.
+    """
+
+    def __init__(self, level=ZLIB_LEVEL):
+        self.level = level
+        self._rows = None  # (h, 1 + w * channels) uint8: the last frame's filtered rows
+        self._header = None
+        self._bands = []  # compressed bytes per band of BAND_ROWS rows
+        self._lock = threading.Lock()
+        self.recompressed = 0
+
+    def png(self, pixels):
+        """PNG bytes of ``pixels`` ((h, w, 3) or (h, w, 4) uint8, as :func:`rgb_png`)."""
+        rows, header = _filtered(pixels, self.level)
+        bands = range(0, rows.shape[0], BAND_ROWS)
+        with self._lock:
+            if header != self._header or self._rows is None:
+                changed = [True] * len(bands)
+                self._bands = [b""] * len(bands)
+            else:
+                differs = (rows != self._rows).any(axis=1)  # (h,) bool
+                changed = np.logical_or.reduceat(differs, list(bands)).tolist()
+            self.recompressed = 0
+            for k, start in enumerate(bands):
+                if changed[k]:
+                    part = rows[start:start + BAND_ROWS]
+                    band = zlib.compressobj(self.level, zlib.DEFLATED, -15)
+                    self._bands[k] = band.compress(part.data) + band.flush(zlib.Z_SYNC_FLUSH)
+                    self.recompressed += part.shape[0]
+            self._rows, self._header = rows, header
+            idat = b"".join([_ZLIB_HEADER, *self._bands, _FINAL_BLOCK,
+                             struct.pack(">I", zlib.adler32(rows.data))])
+        return _png(header, idat)
 
 
 #: PNG's filter type 2: each byte minus the one above it.

@@ -14,6 +14,7 @@ from .base import (
     LABEL_FONTSIZE,
     MIN_TICK_FONTSIZE,
     SEQUENTIAL_CMAP,
+    THEMED_IMAGE,
     TICK_FONTSIZE,
     _check_heads,
     _check_labels,
@@ -276,6 +277,11 @@ def head_mosaic(weights, tokens=None, *, ax=None, caption=HEAD_MOSAIC_CAPTION):
     ax.set_axis_off()
     image = ax.imshow(np.zeros((1, 1)), cmap=plt.get_cmap(SEQUENTIAL_CMAP).with_extremes(
         bad=(0, 0, 0, 0)), vmin=0.0, vmax=1.0, interpolation="nearest", aspect="equal")
+    # Its cells are viridis colours (none a grey) and paper, with no numbers on them; the
+    # titles and labels are written on its paper: it follows the dark theme as the rest of
+    # the figure does (as an image kept as it is, the text stayed dark on the dark page,
+    # ringed by paper too thin to be found).
+    image.set_gid(THEMED_IMAGE)
     cbar = fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
     cbar.set_label("weight", fontsize=LABEL_FONTSIZE)
     cbar.ax.tick_params(labelsize=TICK_FONTSIZE)
