@@ -1,0 +1,163 @@
+"""Faster redraws of the artists an explorer changes on every slider move: the same pixels.
+
+An explorer redraws its changing artists over a cached background
+(:class:`attn_core.explorers.base._Canvas`). Two of them cost most of a model explorer's
+redraw (issue 47), and both are made cheaper here without changing a pixel:
+
+* an image drawn with ``interpolation="nearest"``: matplotlib resamples the data to the
+  screen's pixels on every draw (about 10 ms for a 540 x 540 pixel map). Each screen pixel
+  shows one cell, and which one depends only on the geometry, so :class:`NearestImage`
+  works out that map once (checked against matplotlib's own picture, pixel for pixel; if it
+  differs, matplotlib draws as before) and then colours the cells and gathers them: one
+  numpy index per frame.
+* a text that takes one of a few values (a title naming the layer and head): matplotlib
+  lays out and renders each glyph on every draw (about 0.25 ms a glyph here).
+  :class:`SpriteText` keeps the pixels of each string it drew together with the pixels that
+  were under it; when the same string is drawn at the same place over the same pixels, they
+  are copied back.
+
+Both are made by :func:`fast_redraws`, which changes the class of existing artists in place
+(every property the figure set stays as it was); both behave exactly like their base class
+on any renderer other than Agg's.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+from matplotlib.backends.backend_agg import RendererAgg
+from matplotlib.image import AxesImage
+from matplotlib.text import Text
+
+__all__ = ["NearestImage", "SpriteText", "fast_redraws"]
+
+#: Strings a :class:`SpriteText` keeps the pixels of (a title of 72 heads, a query's 64).
+SPRITES_KEPT = 256
+#: Pixels around a text's box that its anti-aliased glyphs may reach.
+SPRITE_PAD_PX = 3
+
+
+class NearestImage(AxesImage):
+    """An ``AxesImage`` shown with ``interpolation="nearest"`` whose resampling is one
+    gather: for every screen pixel, the cell it shows (the same picture, pixel for pixel)."""
+
+    def make_image(self, renderer, magnification=1.0, unsampled=False):
+        data = self.get_array()
+        if (unsampled or self.get_interpolation() != "nearest" or data is None
+                or data.ndim != 2 or not isinstance(renderer, RendererAgg)):
+            return super().make_image(renderer, magnification, unsampled)
+        key = self._geometry(magnification)
+        plan = getattr(self, "_nearest_plan", None)
+        if plan is None or plan[0] != key:
+            made = super().make_image(renderer, magnification, unsampled)
+            self._nearest_plan = (key, _gather_plan(self, made))
+            return made
+        gather = plan[1]
+        if gather is None:  # matplotlib's picture was not a plain gather: draw as it does
+            return super().make_image(renderer, magnification, unsampled)
+        index, left, bottom, trans = gather
+        return _gathered(self.to_rgba(data, bytes=True), index), left, bottom, trans
+
+    def _geometry(self, magnification):
+        """What decides which cell each pixel shows: shape, place, clip, magnification."""
+        clip = self.get_clip_box()
+        return (self.get_array().shape, self.origin, tuple(self.get_extent()),
+                tuple(self.get_window_extent().bounds), tuple(self.axes.bbox.bounds),
+                None if clip is None else tuple(clip.bounds), float(magnification))
+
+
+def _gathered(rgba, index):
+    """``rgba`` (h, w, 4) uint8 cells gathered at ``index`` (H, W) flat cell numbers:
+    (H, W, 4) uint8 pixels."""
+    words = np.ascontiguousarray(rgba).view(np.uint32).reshape(-1)  # (h * w,) one per cell
+    return words[index].view(np.uint8).reshape(*index.shape, 4)
+
+
+def _gather_plan(image, made):
+    """``(index, left, bottom, trans)`` reproducing matplotlib's picture ``made`` of
+    ``image``, or None when a gather does not give the same pixels."""
+    pixels, left, bottom, trans = made
+    if pixels is None:
+        return None
+    h, w = image.get_array().shape
+    height, width = pixels.shape[:2]
+    to_data = image.get_transform().inverted()
+    x = to_data.transform(np.column_stack([left + np.arange(width) + 0.5,
+                                           np.full(width, bottom + 0.5)]))[:, 0]  # (W,)
+    y = to_data.transform(np.column_stack([np.full(height, left + 0.5),
+                                           bottom + np.arange(height) + 0.5]))[:, 1]  # (H,)
+    x0, x1, y0, y1 = image.get_extent()  # left, right, bottom, top (data)
+    cols = np.floor((x - x0) / (x1 - x0) * w).astype(int)
+    if image.origin == "upper":  # row 0 at the extent's top
+        rows = np.floor((y - y1) / (y0 - y1) * h).astype(int)
+    else:
+        rows = np.floor((y - y0) / (y1 - y0) * h).astype(int)
+    index = (np.clip(rows, 0, h - 1)[:, None] * w + np.clip(cols, 0, w - 1)[None, :])
+    rgba = image.to_rgba(image.get_array(), bytes=True)
+    if not np.array_equal(_gathered(rgba, index), pixels):
+        return None
+    return index, left, bottom, trans
+
+
+class SpriteText(Text):
+    """A ``Text`` that copies back the pixels of a string it drew before, at the same
+    place over the same pixels (``SPRITES_KEPT`` strings, the most recent)."""
+
+    def draw(self, renderer):
+        if not self.get_visible() or not isinstance(renderer, RendererAgg):
+            return super().draw(renderer)
+        box = self.get_window_extent(renderer)
+        buffer = np.asarray(renderer.buffer_rgba())  # (height, width, 4), row 0 on top
+        height, width = buffer.shape[:2]
+        top = max(int(np.floor(height - box.y1)) - SPRITE_PAD_PX, 0)
+        bottom = min(int(np.ceil(height - box.y0)) + SPRITE_PAD_PX, height)
+        left = max(int(np.floor(box.x0)) - SPRITE_PAD_PX, 0)
+        right = min(int(np.ceil(box.x1)) + SPRITE_PAD_PX, width)
+        if top >= bottom or left >= right:
+            return super().draw(renderer)
+        region = buffer[top:bottom, left:right]
+        key = (self.get_text(), (top, bottom, left, right), self._sprite_style(),
+               tuple(box.bounds), renderer.dpi)
+        sprites = self.__dict__.setdefault("_sprites", OrderedDict())
+        kept = sprites.get(key)
+        if kept is not None and np.array_equal(kept[0], region):
+            region[...] = kept[1]
+            sprites.move_to_end(key)
+            self.stale = False
+            return None
+        under = region.copy()
+        super().draw(renderer)
+        sprites[key] = (under, region.copy())
+        while len(sprites) > SPRITES_KEPT:
+            sprites.popitem(last=False)
+        return None
+
+    def _sprite_style(self):
+        """Everything besides the string and its box that changes the glyphs' pixels."""
+        return (str(self.get_color()), self.get_alpha(), self.get_fontsize(),
+                self.get_fontfamily() and tuple(self.get_fontfamily()), self.get_fontweight(),
+                self.get_fontstyle(), self.get_rotation(), self.get_bbox_patch() is None,
+                self.get_path_effects() == [])
+
+
+def fast_redraws(*artists):
+    """Make each artist redraw faster, the same pixels: a nearest-neighbour ``AxesImage``
+    becomes a :class:`NearestImage`, a ``Text`` without a box or path effects a
+    :class:`SpriteText`; anything else is left as it is.
+
+    Parameters
+    ----------
+    *artists : Artist
+
+    Returns
+    -------
+    tuple of Artist
+        The same objects.
+    """
+    for a in artists:
+        if type(a) is AxesImage and a.get_interpolation() == "nearest":
+            a.__class__ = NearestImage
+        elif type(a) is Text and a.get_bbox_patch() is None and not a.get_path_effects():
+            a.__class__ = SpriteText
+    return artists
