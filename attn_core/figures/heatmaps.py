@@ -320,7 +320,11 @@ def update_heatmap(
 
 
 def _update_mask(artists, allowed):
+    same = (allowed is not None and artists.allowed is not None
+            and np.array_equal(allowed, artists.allowed))
     artists.allowed = allowed
+    if same and artists.mask_patch is not None:  # the same cells: the path is built already
+        return
     if allowed is None:
         if artists.mask_patch is not None:
             artists.mask_patch.set_visible(False)
