@@ -10,11 +10,12 @@ redraw (issue 47), and both are made cheaper here without changing a pixel:
   works out that map once (checked against matplotlib's own picture, pixel for pixel; if it
   differs, matplotlib draws as before) and then colours the cells and gathers them: one
   numpy index per frame.
-* a text that takes one of a few values (a title naming the layer and head): matplotlib
-  lays out and renders each glyph on every draw (about 0.25 ms a glyph here).
-  :class:`SpriteText` keeps the pixels of each string it drew together with the pixels that
-  were under it; when the same string is drawn at the same place over the same pixels, they
-  are copied back.
+* a text: matplotlib lays out and renders each glyph on every draw (about 0.25 ms a glyph
+  here), and a title naming the layer and head takes one of a few values, a label ("[CLS]",
+  a head's number) comes back in every sentence. :class:`SpriteText` keeps the pixels of
+  each text drawn together with the pixels that were under it; when the same string in the
+  same style is drawn at the same place within a pixel over the same pixels, in any figure,
+  they are copied back.
 
 Both are made by :func:`fast_redraws`, which changes the class of existing artists in place
 (every property the figure set stays as it was); both behave exactly like their base class
@@ -32,8 +33,9 @@ from matplotlib.text import Text
 
 __all__ = ["NearestImage", "SpriteText", "fast_redraws"]
 
-#: Strings a :class:`SpriteText` keeps the pixels of (a title of 72 heads, a query's 64).
-SPRITES_KEPT = 256
+#: Texts whose pixels :class:`SpriteText` keeps (a few kB each): every title of the model
+#: explorer (72 heads, 64 queries) and the labels of many sentences.
+SPRITES_KEPT = 2048
 #: Pixels around a text's box that its anti-aliased glyphs may reach.
 SPRITE_PAD_PX = 3
 
@@ -101,8 +103,9 @@ def _gather_plan(image, made):
 
 
 class SpriteText(Text):
-    """A ``Text`` that copies back the pixels of a string it drew before, at the same
-    place over the same pixels (``SPRITES_KEPT`` strings, the most recent)."""
+    """A ``Text`` that copies back the pixels of a string drawn before (by any SpriteText,
+    in any figure) with the same style at the same place within a pixel, over the same
+    pixels (:data:`_SPRITES`: the ``SPRITES_KEPT`` most recent)."""
 
     def draw(self, renderer):
         if not self.get_visible() or not isinstance(renderer, RendererAgg):
@@ -117,28 +120,40 @@ class SpriteText(Text):
         if top >= bottom or left >= right:
             return super().draw(renderer)
         region = buffer[top:bottom, left:right]
-        key = (self.get_text(), (top, bottom, left, right), self._sprite_style(),
-               tuple(box.bounds), renderer.dpi)
-        sprites = self.__dict__.setdefault("_sprites", OrderedDict())
-        kept = sprites.get(key)
+        # the glyphs' pixels within the region depend on the string, the style and where the
+        # box starts within a pixel (FreeType places glyphs to 1/64 of a pixel)
+        key = (self.get_text(), self._sprite_style(), renderer.dpi, region.shape,
+               _sub_pixel(box.x0 - left), _sub_pixel(height - box.y1 - top),
+               _sub_pixel(box.width), _sub_pixel(box.height))
+        kept = _SPRITES.get(key)
         if kept is not None and np.array_equal(kept[0], region):
             region[...] = kept[1]
-            sprites.move_to_end(key)
+            _SPRITES.move_to_end(key)
             self.stale = False
             return None
         under = region.copy()
         super().draw(renderer)
-        sprites[key] = (under, region.copy())
-        while len(sprites) > SPRITES_KEPT:
-            sprites.popitem(last=False)
+        _SPRITES[key] = (under, region.copy())
+        while len(_SPRITES) > SPRITES_KEPT:
+            _SPRITES.popitem(last=False)
         return None
 
     def _sprite_style(self):
         """Everything besides the string and its box that changes the glyphs' pixels."""
         return (str(self.get_color()), self.get_alpha(), self.get_fontsize(),
-                self.get_fontfamily() and tuple(self.get_fontfamily()), self.get_fontweight(),
-                self.get_fontstyle(), self.get_rotation(), self.get_bbox_patch() is None,
-                self.get_path_effects() == [])
+                tuple(self.get_fontfamily()), self.get_fontweight(), self.get_fontstyle(),
+                self.get_rotation(), self.get_horizontalalignment(),
+                self.get_verticalalignment(), self.get_rotation_mode(),
+                self.get_bbox_patch() is None, self.get_path_effects() == [])
+
+
+#: The pixels drawn by SpriteTexts: key -> (the pixels under the text, the pixels after).
+_SPRITES = OrderedDict()
+
+
+def _sub_pixel(value):
+    """``value`` (pixels) to 1/1024 of a pixel, for a key (float noise below that)."""
+    return round(float(value) * 1024)
 
 
 def fast_redraws(*artists):

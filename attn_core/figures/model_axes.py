@@ -134,7 +134,11 @@ def _tick_marks(ax, positions, axis):
 
 
 def _text(ax, x, y, s, transform, **style):
-    return ax.text(x, y, s, transform=transform, clip_on=False, parse_math=False, **style)
+    """A plain text (no mathtext) that keeps its pixels (:class:`.fast_draw.SpriteText`):
+    a new sentence writes "[CLS]", "the" and the heads' numbers again."""
+    (text,) = fast_redraws(ax.text(x, y, s, transform=transform, clip_on=False,
+                                   parse_math=False, **style))
+    return text
 
 
 def _piece_labels(ax, labels, axis):
@@ -189,9 +193,8 @@ def _title(ax):
     """A title above the axes at a fixed place (``ax.title`` moves itself at each full
     draw, which a redrawn-only title would not follow); it keeps the pixels of the titles it
     drew (:class:`~attn_core.figures.fast_draw.SpriteText`)."""
-    (title,) = fast_redraws(_text(ax, 0.5, 1.0, "", ax.transAxes + _offset(ax, 0, TITLE_PAD_PT),
-                                  ha="center", va="bottom", fontsize=TITLE_FONTSIZE))
-    return title
+    return _text(ax, 0.5, 1.0, "", ax.transAxes + _offset(ax, 0, TITLE_PAD_PT), ha="center",
+                 va="bottom", fontsize=TITLE_FONTSIZE)
 
 
 # --- the query's outline ------------------------------------------------------------------
