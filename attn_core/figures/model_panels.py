@@ -148,7 +148,8 @@ def panels_layout(pieces, layers=6, heads=12):
 
     every_x = left + side + gap
     return PanelsLayout((width, height), rect(left, side, side), rect(every_x, every_w, every_h),
-                        rect(every_x + every_w + COLORBAR_GAP_IN, COLORBAR_WIDTH_IN, every_h))
+                        rect(every_x + every_w + _whole_pixels(COLORBAR_GAP_IN),
+                             _whole_pixels(COLORBAR_WIDTH_IN), every_h))
 
 
 def explorer_panels(attentions, pieces, layer=1, head=1, query=1, *, fig=None):
