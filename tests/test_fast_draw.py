@@ -32,8 +32,12 @@ def _pixels(fig):
 
 
 #: (shape, imshow keywords, axes limits or None): square and not, both origins, both aspects,
-#: an extent of its own, and limits that cut the image (its clipped part is not drawn).
+#: an extent of its own, and limits that cut the image (its clipped part is not drawn); the
+#: axes are placed off the pixel grid, or on it (None below: the model explorer's map, 538
+#: pixels for 12 cells, where pixel centres fall exactly on cell borders).
 GEOMETRIES = [
+    ((12, 12), {"aspect": "auto"}, "whole pixels"),
+    ((72, 12), {"aspect": "auto"}, "whole pixels"),
     ((12, 12), {"aspect": "auto"}, None),
     ((72, 12), {"aspect": "auto"}, None),
     ((7, 19), {"aspect": "equal"}, None),
@@ -48,11 +52,13 @@ def _image_pair(shape, kwargs, limits, data):
     """The same image on two figures; the second's redrawn by NearestImage."""
     images = []
     for fast in (False, True):
-        fig = _figure()
-        ax = fig.add_axes((0.137, 0.113, 0.611, 0.771))
+        fig = _figure()  # 848 x 592 pixels
+        rect = ((151 / 848, 49 / 592, 538 / 848, 538 / 592) if limits == "whole pixels"
+                else (0.137, 0.113, 0.611, 0.771))
+        ax = fig.add_axes(rect)
         image = ax.imshow(data, cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest",
                           **kwargs)
-        if limits is not None:
+        if limits not in (None, "whole pixels"):
             ax.set_xlim(*limits[0])
             ax.set_ylim(*limits[1])
         if fast:
@@ -83,10 +89,10 @@ def test_a_gather_that_differs_from_matplotlibs_picture_is_never_used():
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     made = list(super(NearestImage, image).make_image(renderer, 1.0))
-    assert fast_draw._gather_plan(image, tuple(made)) is not None
+    assert fast_draw._gather_plan(image, tuple(made), renderer, 1.0) is not None
     made[0] = made[0].copy()
     made[0][made[0].shape[0] // 2, 0, 0] ^= 1  # one byte of one pixel
-    assert fast_draw._gather_plan(image, tuple(made)) is None
+    assert fast_draw._gather_plan(image, tuple(made), renderer, 1.0) is None
 
 
 def test_a_sprite_text_draws_matplotlibs_pixels_and_never_copies_over_other_pixels(monkeypatch):

@@ -7,9 +7,10 @@ redraw (issue 47), and both are made cheaper here without changing a pixel:
 * an image drawn with ``interpolation="nearest"``: matplotlib resamples the data to the
   screen's pixels on every draw (about 10 ms for a 540 x 540 pixel map). Each screen pixel
   shows one cell, and which one depends only on the geometry, so :class:`NearestImage`
-  works out that map once (checked against matplotlib's own picture, pixel for pixel; if it
-  differs, matplotlib draws as before) and then colours the cells and gathers them: one
-  numpy index per frame.
+  asks matplotlib once which cell each pixel shows (it draws the cells' numbers as colours),
+  checks that gathering the cells' colours gives matplotlib's own picture pixel for pixel (if
+  not, matplotlib draws as before), and then colours the cells and gathers them: one numpy
+  index per frame.
 * a text: matplotlib lays out and renders each glyph on every draw (about 0.25 ms a glyph
   here), and a title naming the layer and head takes one of a few values, a label ("[CLS]",
   a head's number) comes back in every sentence. :class:`SpriteText` keeps the pixels of
@@ -53,7 +54,7 @@ class NearestImage(AxesImage):
         plan = getattr(self, "_nearest_plan", None)
         if plan is None or plan[0] != key:
             made = super().make_image(renderer, magnification, unsampled)
-            self._nearest_plan = (key, _gather_plan(self, made))
+            self._nearest_plan = (key, _gather_plan(self, made, renderer, magnification))
             return made
         gather = plan[1]
         if gather is None:  # matplotlib's picture was not a plain gather: draw as it does
@@ -76,28 +77,38 @@ def _gathered(rgba, index):
     return words[index].view(np.uint8).reshape(*index.shape, 4)
 
 
-def _gather_plan(image, made):
+def _gather_plan(image, made, renderer, magnification):
     """``(index, left, bottom, trans)`` reproducing matplotlib's picture ``made`` of
-    ``image``, or None when a gather does not give the same pixels."""
+    ``image``, or None when a gather does not give the same pixels.
+
+    Which cell each pixel shows is asked of matplotlib itself: the same image is drawn once
+    with every cell's number as its colour (RGBA data are not colour-mapped, and "nearest"
+    copies a cell's colour whole), and the pixels are read back as numbers.
+    """
     pixels, left, bottom, trans = made
-    if pixels is None:
+    data = image.get_array()
+    h, w = data.shape
+    if pixels is None or h * w >= 2 ** 24:
         return None
-    h, w = image.get_array().shape
-    height, width = pixels.shape[:2]
-    to_data = image.get_transform().inverted()
-    x = to_data.transform(np.column_stack([left + np.arange(width) + 0.5,
-                                           np.full(width, bottom + 0.5)]))[:, 0]  # (W,)
-    y = to_data.transform(np.column_stack([np.full(height, left + 0.5),
-                                           bottom + np.arange(height) + 0.5]))[:, 1]  # (H,)
-    x0, x1, y0, y1 = image.get_extent()  # left, right, bottom, top (data)
-    cols = np.floor((x - x0) / (x1 - x0) * w).astype(int)
-    if image.origin == "upper":  # row 0 at the extent's top
-        rows = np.floor((y - y1) / (y0 - y1) * h).astype(int)
-    else:
-        rows = np.floor((y - y0) / (y1 - y0) * h).astype(int)
-    index = (np.clip(rows, 0, h - 1)[:, None] * w + np.clip(cols, 0, w - 1)[None, :])
-    rgba = image.to_rgba(image.get_array(), bytes=True)
-    if not np.array_equal(_gathered(rgba, index), pixels):
+    codes = np.arange(h * w, dtype=np.uint32).reshape(h, w)
+    probe = np.empty((h, w, 4), dtype=np.uint8)
+    for channel in range(3):  # the cell's number, 8 bits a channel; opaque
+        probe[..., channel] = (codes >> (8 * channel)) & 0xFF
+    probe[..., 3] = 0xFF
+    image.set_data(probe)
+    try:
+        coded = AxesImage.make_image(image, renderer, magnification)
+    finally:
+        image.set_data(data)
+    shown = coded[0]
+    if (shown is None or shown.shape != pixels.shape or coded[1:3] != (left, bottom)
+            or (shown[..., 3] != 0xFF).any()):
+        return None
+    index = (shown[..., 0].astype(np.int64) | (shown[..., 1].astype(np.int64) << 8)
+             | (shown[..., 2].astype(np.int64) << 16))  # (H, W) cell numbers
+    if index.max() >= h * w:
+        return None
+    if not np.array_equal(_gathered(image.to_rgba(data, bytes=True), index), pixels):
         return None
     return index, left, bottom, trans
 
