@@ -41,6 +41,12 @@ SPRITES_KEPT = 2048
 SPRITE_PAD_PX = 3
 
 
+#: Gathers kept for geometries drawn before (a new sentence of the same length and labels
+#: puts its maps where the last one was): geometry -> (index, left, bottom, trans).
+_PLANS = {}
+PLANS_KEPT = 64
+
+
 class NearestImage(AxesImage):
     """An ``AxesImage`` shown with ``interpolation="nearest"`` whose resampling is one
     gather: for every screen pixel, the cell it shows (the same picture, pixel for pixel)."""
@@ -50,11 +56,17 @@ class NearestImage(AxesImage):
         if (unsampled or self.get_interpolation() != "nearest" or data is None
                 or data.ndim != 2 or not isinstance(renderer, RendererAgg)):
             return super().make_image(renderer, magnification, unsampled)
-        key = self._geometry(magnification)
+        key = (*self._geometry(magnification), renderer.width, renderer.height)
         plan = getattr(self, "_nearest_plan", None)
+        if (plan is None or plan[0] != key) and key in _PLANS:  # another image drawn so
+            plan = self._nearest_plan = (key, _PLANS[key])
         if plan is None or plan[0] != key:
             made = super().make_image(renderer, magnification, unsampled)
             self._nearest_plan = (key, _gather_plan(self, made, renderer, magnification))
+            if self._nearest_plan[1] is not None:
+                _PLANS[key] = self._nearest_plan[1]
+                while len(_PLANS) > PLANS_KEPT:
+                    _PLANS.pop(next(iter(_PLANS)))
             return made
         gather = plan[1]
         if gather is None:  # matplotlib's picture was not a plain gather: draw as it does
@@ -67,7 +79,9 @@ class NearestImage(AxesImage):
         clip = self.get_clip_box()
         return (self.get_array().shape, self.origin, tuple(self.get_extent()),
                 tuple(self.get_window_extent().bounds), tuple(self.axes.bbox.bounds),
-                None if clip is None else tuple(clip.bounds), float(magnification))
+                None if clip is None else tuple(clip.bounds), float(magnification),
+                self.get_alpha() if np.ndim(self.get_alpha()) == 0 else id(self.get_alpha()),
+                self.get_interpolation_stage())
 
 
 def _gathered(rgba, index):
