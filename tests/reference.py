@@ -394,3 +394,22 @@ def numeric_grad(f, x, h=1e-6):
         x[idx] = old
         grad[idx] = (up - down) / (2 * h)
     return grad
+
+
+def frames(explorer):
+    """The light and dark frames an explorer shows, decoded: two (h, w, 3) uint8 arrays."""
+    import io
+
+    from PIL import Image
+
+    return tuple(np.asarray(Image.open(io.BytesIO(bytes(image.value))).convert("RGB"))
+                 for image in (explorer.image, explorer.image_dark))
+
+
+def assert_same_frames(explorer, fresh):
+    """``explorer`` (after changes) shows the very pixels of ``fresh`` (built at that state):
+    nothing of an earlier state is left over, in either theme's frame."""
+    for theme, shown, expected in zip(("light", "dark"), frames(explorer), frames(fresh)):
+        assert shown.shape == expected.shape, theme
+        differ = (shown != expected).any(axis=-1)
+        assert not differ.any(), f"{theme} frame: {int(differ.sum())} pixels differ"

@@ -277,6 +277,20 @@ def test_update_heatmap_keeps_fixed_limits_and_updates_mask():
     assert art.texts[2, 0].get_bbox_patch() is box
 
 
+def test_update_heatmap_builds_the_mask_path_only_for_new_masked_cells():
+    """A new head over the same conversation keeps its masked cells: their path (a square a
+    cell, thousands at 64 tokens) is not built again; other cells give a new path."""
+    allowed = np.tril(np.ones((4, 4), dtype=bool))
+    art = heatmap(np.zeros((4, 4)), vmin=0, vmax=1, mask=allowed, annotate=False)
+    path = art.mask_patch.get_path()
+    update_heatmap(art, np.full((4, 4), 0.5), mask=allowed.copy())
+    assert art.mask_patch.get_path() is path and art.mask_patch.get_visible()
+    update_heatmap(art, np.full((4, 4), 0.5), mask=allowed.T)
+    assert art.mask_patch.get_path() is not path
+    assert art.mask_patch.get_path().contains_point((0, 3))  # row 3, column 0: masked now
+    plt.close(art.ax.figure)
+
+
 def test_update_heatmap_new_shape_rebuilds_texts_and_ticks():
     art = heatmap(np.zeros((2, 2)), ["a", "b"], ["a", "b"])
     update_heatmap(art, np.ones((3, 3)), row_labels=list("xyz"), col_labels=list("xyz"))

@@ -10,7 +10,7 @@ from attn_core.induction import FIRST, SECOND
 from attn_core.nn import gpt_forward
 from attn_core.nn.gpt import head_outputs
 
-from reference import assert_clear_error
+from reference import assert_clear_error, assert_same_frames
 
 # The explorers' frames: make test runs these, make check leaves them out (make test-explorers).
 pytestmark = pytest.mark.explorer
@@ -174,3 +174,15 @@ def test_the_readout_numbers_follow_every_control_change(runs):
         if kind == "none":
             assert first_shown == pytest.approx(shown["markers"]["first copy"], abs=0.006)
         assert f"step {step}" in shown["readout"]
+
+
+def test_after_changes_the_frames_are_a_fresh_explorers_at_that_state(runs):
+    ex = ix.induction_explorer(runs)
+    c = ex.controls
+    steps = runs.snapshot_steps(0, 2)
+    for step, kind in [(steps[0], "prev"), (steps[len(steps) // 2], "control"),
+                       (steps[1], "none"), (steps[1], "prev")]:
+        c["step"].value, c["ablation"].value = step, kind
+    fresh = ix.induction_explorer(runs, step=steps[1], ablation="prev")
+    assert ex.errors == []
+    assert_same_frames(ex, fresh)

@@ -7,6 +7,8 @@ from test_explorers import drive
 from attn_core.explorers import kv_cache_explorer
 from attn_core.explorers.kv_cache import D_HEAD, LAYERS, MAX_CTX
 
+from reference import assert_same_frames
+
 # The explorers' frames: make test runs these, make check leaves them out (make test-explorers).
 pytestmark = pytest.mark.explorer
 
@@ -149,3 +151,14 @@ def test_the_readout_numbers_follow_every_control_change():
         assert f"after {n} tokens:" in text, (name, value, text)
         assert f"(window {window} + {sinks} sink" in text, (name, value, text)
         assert f"{h} query head" in text and f"{kv} key/value head" in text, (name, value)
+
+
+def test_after_changes_the_frames_are_a_fresh_explorers_at_that_state():
+    ex = kv_cache_explorer()
+    c = ex.controls
+    for name, value in [("n_ctx", 24), ("window", 3), ("n_sink", 2), ("n_heads", 12),
+                        ("n_kv_heads", 4), ("n_ctx", 20), ("window", 9)]:
+        c[name].value = value
+    fresh = kv_cache_explorer(n_heads=12, n_kv_heads=4, window=9, n_sink=2, n_ctx=20)
+    assert ex.errors == []
+    assert_same_frames(ex, fresh)

@@ -22,6 +22,8 @@ from attn_core.model.llm_file import load_llm  # noqa: E402
 from attn_core.model.llm_generate import chat  # noqa: E402
 from attn_core.model.llm_measures import load_measurements  # noqa: E402
 
+from reference import assert_same_frames  # noqa: E402
+
 # The explorers' frames: make test runs these, make check leaves them out (make test-explorers).
 pytestmark = pytest.mark.explorer
 
@@ -291,3 +293,13 @@ def test_a_long_question_stays_under_the_memory_bound(tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                          env=env, check=True).stdout
     assert int(out.split()[-1]) < 1.5 * 2 ** 20  # kB
+
+
+def test_after_changes_the_frames_are_a_fresh_explorers_at_that_state(ex):
+    c = ex.controls
+    for layer, head, window, sinks in [(3, 2, 128, 1), (30, 9, 64, 4), (12, 5, 256, 0)]:
+        c["layer"].value, c["head"].value = layer, head
+        c["window"].value, c["sinks"].value = window, sinks
+    fresh = lx.llm_explorer(background=False, layer=12, head=5, window=256, n_sink=0)
+    assert ex.errors == [] and fresh.errors == []
+    assert_same_frames(ex, fresh)

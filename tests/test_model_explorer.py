@@ -23,6 +23,8 @@ from attn_core.explorers.base import SCALE
 from attn_core.model import pretrained
 from attn_core.model.pretrained import ModelFilesError, PretrainedEncoder, load_model
 
+from reference import assert_same_frames
+
 # The explorers' frames: make test runs these, make check leaves them out (make test-explorers).
 pytestmark = pytest.mark.explorer
 
@@ -398,3 +400,17 @@ def test_the_readout_tables_parse(ex, reference):
     assert set(tables) == {"row", "roles"}
     assert tables["row"].shape == (1, reference[SENTENCE].n)
     assert tables["roles"].shape == (5, 2)
+
+
+def test_after_changes_the_frames_are_a_fresh_explorers_at_that_state(ex):
+    """Titles and maps redrawn over the kept background (and the titles' kept pixels) leave
+    nothing of an earlier state: the frames equal those of an explorer built at the state."""
+    c = ex.controls
+    for layer, head, query in [(2, 9, 4), (6, 1, 10), (2, 9, 7), (1, 1, 7)]:
+        c["layer"].value, c["head"].value, c["query"].value = layer, head, query
+    c["sentence"].value = OTHER
+    c["sentence"].value = SENTENCE
+    c["head"].value = 4
+    fresh = mx.model_explorer(SENTENCE, layer=1, head=4, query="it")
+    assert ex.errors == [] and c["query"].value == fresh.controls["query"].value
+    assert_same_frames(ex, fresh)

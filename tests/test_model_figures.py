@@ -340,3 +340,24 @@ def test_fit_font_gives_room_for_each_label():
         needed = model_base.LINE_EM * size + model_base.LABEL_GAP_PT
         assert stride == 1 or (stride - 1) * room < needed
     assert math.isclose(model_head_maps._map_side_in(12), 12 * model_base.CELL_MAX_IN)
+
+
+@pytest.mark.parametrize("pieces", [
+    ["[CLS]", "hi", "[SEP]"],
+    ["[CLS]", "the", "animal", "crossed", "the", "road", ".", "[SEP]"],
+    ["[CLS]", *[f"w{i}" for i in range(30)], "[SEP]"],
+    ["[CLS]", "extraordinarily", "long", "##ish", "pieces", "[SEP]"],
+])
+def test_the_explorers_axes_sit_on_whole_pixels(pieces):
+    """Every edge of the explorer's axes falls on a whole pixel of its frame (so a label sits
+    at the same place within a pixel in every sentence's figure and is drawn once)."""
+    from attn_core.explorers.base import DPI, SCALE
+
+    assert model_base.EXPLORER_PIXELS_PER_IN == DPI * SCALE
+    lay = figures.panels_layout(pieces)
+    width, height = (v * DPI * SCALE for v in lay.figsize)
+    for v in (width, height):
+        assert abs(v - round(v)) < 1e-6
+    for left, bottom, w, h in (lay.map_rect, lay.every_rect, lay.colorbar_rect):
+        for edge in (left * width, (left + w) * width, bottom * height, (bottom + h) * height):
+            assert abs(edge - round(edge)) < 1e-6, (edge, lay)

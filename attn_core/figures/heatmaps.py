@@ -39,6 +39,7 @@ from .base import (
     token_labels,
 )
 from .cells import _add_mask_patch, _highlight_rect, cell_squares_path
+from .fast_draw import fast_redraws
 
 __all__ = [
     "HeatmapArtists",
@@ -222,10 +223,10 @@ def heatmap(
     if ax is None:
         ax = _new_axes(_heatmap_figsize(values.shape, colorbar, title), GRID_LAYOUT)
     lo, hi = _color_limits(values, (vmin, vmax), centered, allowed)
-    image = ax.imshow(
+    (image,) = fast_redraws(ax.imshow(  # redrawn by one gather, the same pixels
         np.ma.masked_invalid(values), cmap=_colormap(cmap, centered), vmin=lo, vmax=hi,
         interpolation="nearest", aspect="equal",
-    )
+    ))
     _set_grid_ticks(ax, rows, cols, values.shape)
     ax.set_xlabel(xlabel or "", fontsize=LABEL_FONTSIZE)
     ax.set_ylabel(ylabel or "", fontsize=LABEL_FONTSIZE)
@@ -319,7 +320,11 @@ def update_heatmap(
 
 
 def _update_mask(artists, allowed):
+    same = (allowed is not None and artists.allowed is not None
+            and np.array_equal(allowed, artists.allowed))
     artists.allowed = allowed
+    if same and artists.mask_patch is not None:  # the same cells: the path is built already
+        return
     if allowed is None:
         if artists.mask_patch is not None:
             artists.mask_patch.set_visible(False)

@@ -19,6 +19,7 @@ from .base import (
     TICK_FONTSIZE,
     TITLE_FONTSIZE,
 )
+from .fast_draw import fast_redraws
 
 __all__ = [
     "KVCacheArtists",
@@ -77,7 +78,7 @@ def kv_cache_figure(max_heads, max_ctx, max_bytes, fig=None):
     ax_share.set_ylabel("query head", fontsize=LABEL_FONTSIZE)
     pattern = ax_pat.imshow(np.full((max_ctx, max_ctx), np.nan), cmap=_PATTERN_CMAP, vmin=0,
                             vmax=2, interpolation="nearest", aspect="equal")
-    for image in (sharing, pattern):  # cells without numbers: they follow the theme
+    for image in fast_redraws(sharing, pattern):  # cells without numbers: they follow the theme
         image.set_gid(THEMED_IMAGE)
     ax_pat.set_title("what each token attends to\n(blue window, orange sinks)",
                      fontsize=TITLE_FONTSIZE)

@@ -17,6 +17,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.textpath import text_to_path
 from matplotlib.transforms import ScaledTranslation, blended_transform_factory
 
+from .fast_draw import fast_redraws
 from .model_base import (
     AXIS_LABEL_FONTSIZE,
     AXIS_TITLE_PAD_PT,
@@ -133,7 +134,11 @@ def _tick_marks(ax, positions, axis):
 
 
 def _text(ax, x, y, s, transform, **style):
-    return ax.text(x, y, s, transform=transform, clip_on=False, parse_math=False, **style)
+    """A plain text (no mathtext) that keeps its pixels (:class:`.fast_draw.SpriteText`):
+    a new sentence writes "[CLS]", "the" and the heads' numbers again."""
+    (text,) = fast_redraws(ax.text(x, y, s, transform=transform, clip_on=False,
+                                   parse_math=False, **style))
+    return text
 
 
 def _piece_labels(ax, labels, axis):
@@ -186,7 +191,8 @@ def _bare(ax):
 
 def _title(ax):
     """A title above the axes at a fixed place (``ax.title`` moves itself at each full
-    draw, which a redrawn-only title would not follow)."""
+    draw, which a redrawn-only title would not follow); it keeps the pixels of the titles it
+    drew (:class:`~attn_core.figures.fast_draw.SpriteText`)."""
     return _text(ax, 0.5, 1.0, "", ax.transAxes + _offset(ax, 0, TITLE_PAD_PT), ha="center",
                  va="bottom", fontsize=TITLE_FONTSIZE)
 
@@ -220,8 +226,11 @@ def _place_outline(rect, row):
 
 
 def _weights_image(ax, values):
-    return ax.imshow(values, cmap=CMAP, vmin=WEIGHT_RANGE[0], vmax=WEIGHT_RANGE[1],
-                     interpolation="nearest", aspect="auto")
+    """The weights as cells, redrawn by one gather (:class:`.fast_draw.NearestImage`)."""
+    (image,) = fast_redraws(ax.imshow(values, cmap=CMAP, vmin=WEIGHT_RANGE[0],
+                                      vmax=WEIGHT_RANGE[1], interpolation="nearest",
+                                      aspect="auto"))
+    return image
 
 
 def _colorbar(fig, image, cax=None, ax=None):

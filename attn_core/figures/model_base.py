@@ -34,6 +34,10 @@ __all__ = [
 CMAP = SEQUENTIAL_CMAP  # viridis: weights are unsigned, 0 to 1
 WEIGHT_RANGE = (0.0, 1.0)  # every weight figure shares this fixed scale
 EXPLORER_DPI = 80  # explorers.base.DPI, the explorer's resolution; explorer_figure's too
+#: The explorer's device pixels per inch (explorers.base.DPI * SCALE): the explorer's figure
+#: puts its axes on whole pixels, so that a label sits at the same place within a pixel in
+#: every sentence's figure and its pixels are drawn once (figures.fast_draw.SpriteText).
+EXPLORER_PIXELS_PER_IN = 2 * EXPLORER_DPI
 FONT_MAX = 9.0  # tick labels (points): largest ...
 FONT_MIN = 7.0  # ... and smallest; 7 pt is about 8 px at EXPLORER_DPI, still readable
 LINE_EM = 1.15  # a one-line label's box is this many font sizes high (DejaVu Sans, measured)

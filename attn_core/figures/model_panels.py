@@ -5,6 +5,7 @@ laid out once per sentence (``panels_layout``), and its static edition
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -22,6 +23,7 @@ from .model_base import (
     EVERY_MIN_HEIGHT_IN,
     EVERY_MIN_WIDTH_IN,
     EXPLORER_DPI,
+    EXPLORER_PIXELS_PER_IN,
     MAP_GAP_IN,
     MAP_TITLE,
     TOP_IN,
@@ -103,6 +105,11 @@ class ExplorerPanelsArtists:
 # --- the explorer's figure ----------------------------------------------------------------
 
 
+def _whole_pixels(inches):
+    """``inches`` rounded up to whole pixels of the explorer (``EXPLORER_PIXELS_PER_IN``)."""
+    return math.ceil(inches * EXPLORER_PIXELS_PER_IN - 1e-9) / EXPLORER_PIXELS_PER_IN
+
+
 def panels_layout(pieces, layers=6, heads=12):
     """Figure size and axes places for :func:`explorer_panels`, fitted to the sentence.
 
@@ -122,14 +129,16 @@ def panels_layout(pieces, layers=6, heads=12):
     [6.7, 5.7]
     """
     labels = token_labels([str(p) for p in pieces])
-    side = _map_side_in(len(labels))
+    side = _whole_pixels(_map_side_in(len(labels)))
     every_w = max(side, EVERY_MIN_WIDTH_IN)
     every_h = max(side, EVERY_MIN_HEIGHT_IN)
-    left = _label_margin_in(labels, _labels_font(labels, side))
-    gap = MAP_GAP_IN + _every_labels_in(layers)
-    right = COLORBAR_GAP_IN + COLORBAR_WIDTH_IN + COLORBAR_LABELS_IN + EDGE_PT / 72
-    bottom = max(_label_margin_in(labels, _labels_font(labels, every_w)),
-                 _label_margin_in(labels, _labels_font(labels, side)) - (every_h - side))
+    left = _whole_pixels(_label_margin_in(labels, _labels_font(labels, side)))
+    gap = _whole_pixels(MAP_GAP_IN + _every_labels_in(layers))
+    right = _whole_pixels(COLORBAR_GAP_IN + COLORBAR_WIDTH_IN + COLORBAR_LABELS_IN
+                          + EDGE_PT / 72)
+    bottom = _whole_pixels(max(
+        _label_margin_in(labels, _labels_font(labels, every_w)),
+        _label_margin_in(labels, _labels_font(labels, side)) - (every_h - side)))
     width = left + side + gap + every_w + right
     height = bottom + every_h + TOP_IN
     y_top = (bottom + every_h) / height
@@ -139,7 +148,8 @@ def panels_layout(pieces, layers=6, heads=12):
 
     every_x = left + side + gap
     return PanelsLayout((width, height), rect(left, side, side), rect(every_x, every_w, every_h),
-                        rect(every_x + every_w + COLORBAR_GAP_IN, COLORBAR_WIDTH_IN, every_h))
+                        rect(every_x + every_w + _whole_pixels(COLORBAR_GAP_IN),
+                             _whole_pixels(COLORBAR_WIDTH_IN), every_h))
 
 
 def explorer_panels(attentions, pieces, layer=1, head=1, query=1, *, fig=None):
