@@ -13,12 +13,19 @@ option          tiny GPT (14)              SmolLM2 (17)
 ``n_kv_heads``  None (= ``n_heads``)       3 key/value heads for 9 query heads
 ``bias``        True                       False
 ``attention``   ``"softmax"``              ``"softmax"``
+``output_gate`` False                      False
 ==============  =========================  ==================================================
 
 ``attention="linear"`` (notebook 18) replaces each head's softmax by linear attention's
 normalised ``phi(q) . phi(k)`` (Katharopoulos et al. 2020; :mod:`attn_core.linear_attention`),
 computed in its quadratic form under the causal mask, so the same backward serves; such a
 block has no KV-cache step (linear attention decodes with a fixed-size state instead).
+
+``output_gate=True`` (notebook 19) multiplies each head's output, before the output
+projection, by a sigmoid gate computed from the attention's input, elementwise and
+head-specific: ``merged * sigmoid(Norm1(x) @ W_g + b_g)`` (Qiu et al. 2025's gate "G1" after
+scaled dot-product attention; ``attn.w_g`` (d_model, n_heads d_head), ``attn.b_g`` with
+``bias``).
 
 A block's parameters sit in a dict under short names (the model's ``"h{i}."`` prefix taken
 off): ``ln1.g`` (and ``ln1.b`` for layer norm), ``attn.w_q`` (d_model, n_heads d_head),
@@ -40,8 +47,8 @@ from ..multihead import _check_kv_heads
 from ..positions import PAIRINGS
 from .layer_norm import check_eps
 
-__all__ = ["ATTENTIONS", "ATTN_KEYS", "BLOCK_KEYS", "MLPS", "NORMS", "BlockOptions",
-           "block_shapes"]
+__all__ = ["ATTENTIONS", "ATTN_KEYS", "BLOCK_KEYS", "GATE_KEYS", "MLPS", "NORMS",
+           "BlockOptions", "block_shapes"]
 
 #: The names of a GPT-2 block's parameters (the GPT's are ``f"h{i}." + name``).
 BLOCK_KEYS = ("ln1.g", "ln1.b", "attn.w_q", "attn.w_k", "attn.w_v", "attn.w_o", "attn.b_q",
@@ -49,6 +56,8 @@ BLOCK_KEYS = ("ln1.g", "ln1.b", "attn.w_q", "attn.w_k", "attn.w_v", "attn.w_o", 
               "mlp.w_out", "mlp.b_out")
 #: The keys of an attention-only GPT-2 block (no ``ln2.*``, no ``mlp.*``).
 ATTN_KEYS = BLOCK_KEYS[:10]
+#: The output gate's parameters (``output_gate=True``; ``attn.b_g`` only with ``bias``).
+GATE_KEYS = ("attn.w_g", "attn.b_g")
 #: The normalisations a block may use: layer norm (GPT-2) or RMSNorm (Llama).
 NORMS = ("layer", "rms")
 #: The feed-forward networks: GELU MLP (GPT-2), SwiGLU (Llama), or None (attention-only).
@@ -72,6 +81,8 @@ class BlockOptions:
     bias : bool -- the attention projections have biases (a GELU MLP always has them)
     eps : float -- the norms' eps
     attention : "softmax" or "linear" -- each head's weights (see the module's docstring)
+    output_gate : bool -- each head's output times a sigmoid gate of the attention's input
+        before the output projection (see the module's docstring)
 
     Examples
     --------
@@ -88,6 +99,7 @@ class BlockOptions:
     bias: bool = True
     eps: float = 1e-5
     attention: str = "softmax"
+    output_gate: bool = False
 
     def __post_init__(self):
         h = check_positive_int(self.n_heads, "n_heads")
@@ -110,6 +122,9 @@ class BlockOptions:
             raise ValueError("the GELU MLP has biases: bias=False goes with mlp='swiglu' or None")
         object.__setattr__(self, "eps", check_eps(self.eps))
         check_option(self.attention, "attention", ATTENTIONS)
+        if not isinstance(self.output_gate, (bool, np.bool_)):
+            raise TypeError(f"output_gate must be True or False, got {self.output_gate!r}")
+        object.__setattr__(self, "output_gate", bool(self.output_gate))
 
     @property
     def kv_heads(self):
@@ -163,6 +178,10 @@ def block_shapes(d_model, d_ff, options=None):
     if options.bias:
         shapes.update({"attn.b_q": (d,), "attn.b_k": (d_kv,), "attn.b_v": (d_kv,),
                        "attn.b_o": (d,)})
+    if options.output_gate:  # one gate per channel of every head's output
+        shapes["attn.w_g"] = (d, d)
+        if options.bias:
+            shapes["attn.b_g"] = (d,)
     if options.mlp is not None:
         f = check_positive_int(d_ff, "d_ff")
         shapes.update(_norm_shapes("ln2", d, options.norm))

@@ -27,7 +27,6 @@ from .._validate import (
 )
 from ..gradients import _weight_grad
 from .block import (
-    BLOCK_KEYS,
     BlockOptions,
     _block_backward_parts,
     block_params,
@@ -56,8 +55,9 @@ class GPTConfig:
     """The tiny GPT's sizes. ``d_ff`` defaults to ``4 * d_model``; ``n_heads`` divides
     ``d_model``; ``mlp=False`` drops every block's MLP sub-layer (and its layer norm), and
     then ``d_ff`` is None; ``attention="linear"`` gives every head linear attention's weights
-    instead of the softmax (notebook 18). Every field is checked when the config is made (the
-    error names it).
+    instead of the softmax (notebook 18); ``output_gate=True`` multiplies every head's output
+    by a sigmoid gate of the attention's input (notebook 19, :mod:`attn_core.nn.block_options`).
+    Every field is checked when the config is made (the error names it).
 
     Examples
     --------
@@ -74,6 +74,7 @@ class GPTConfig:
     d_ff: int | None = None
     mlp: bool = True
     attention: str = "softmax"
+    output_gate: bool = False
 
     def __post_init__(self):
         for name in ("vocab_size", "n_ctx", "d_model", "n_heads", "n_layers"):
@@ -93,12 +94,16 @@ class GPTConfig:
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads = {self.n_heads} must divide d_model = {self.d_model}")
         check_option(self.attention, "attention", ATTENTIONS)
+        if not isinstance(self.output_gate, (bool, np.bool_)):
+            raise TypeError(f"output_gate must be True or False, got {self.output_gate!r}")
+        object.__setattr__(self, "output_gate", bool(self.output_gate))
 
     def __repr__(self):
         """The fields, ``mlp`` only when False (the tiny GPT's repr is as it always was)."""
         fields = ("vocab_size", "n_ctx", "d_model", "n_heads", "n_layers", "d_ff")
         extra = ("" if self.mlp else ", mlp=False") + (
-            "" if self.attention == "softmax" else f", attention={self.attention!r}")
+            "" if self.attention == "softmax" else f", attention={self.attention!r}") + (
+            ", output_gate=True" if self.output_gate else "")
         return (f"GPTConfig({', '.join(f'{k}={getattr(self, k)!r}' for k in fields)}"
                 f"{extra})")
 
@@ -112,7 +117,7 @@ class GPTConfig:
         """The blocks' :class:`~attn_core.nn.BlockOptions`: GPT-2's (layer norm, GELU MLP or
         none, biases, one key/value head per query head, no rotary positions)."""
         return BlockOptions(self.n_heads, mlp="gelu" if self.mlp else None, eps=LN_EPS,
-                            attention=self.attention)
+                            attention=self.attention, output_gate=self.output_gate)
 
 
 def _check_config(config):
@@ -136,7 +141,8 @@ def param_shapes(config):
     c = _check_config(config)
     shapes = {"wte": (c.vocab_size, c.d_model), "wpe": (c.n_ctx, c.d_model)}
     for i in range(c.n_layers):
-        shapes.update({f"h{i}.{k}": s for k, s in block_shapes(c.d_model, c.d_ff).items()})
+        shapes.update({f"h{i}.{k}": s for k, s in
+                       block_shapes(c.d_model, c.d_ff, c.block_options).items()})
     shapes.update({"ln_f.g": (c.d_model,), "ln_f.b": (c.d_model,),
                    "w_unembed": (c.d_model, c.vocab_size)})
     return shapes
@@ -395,7 +401,7 @@ def _backward(params, config, ids, cache, grad_logits):
     for i in reversed(range(config.n_layers)):
         grad_x, g = _block_backward_parts(block_params(params, i), config.block_options,
                                           cache["blocks"][i], grad_x)
-        grads.update({f"h{i}.{k}": g[k] for k in BLOCK_KEYS if k in g})
+        grads.update({f"h{i}.{k}": a for k, a in g.items()})
     grads["wte"], grads["wpe"] = _embed_backward(ids, grad_x, config.vocab_size, config.n_ctx)
     for name, g in grads.items():
         check_result(g, f"the gradient of {name}")
