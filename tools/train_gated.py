@@ -2,25 +2,29 @@
 attention sink in each (issue 48, part 5): attn_core/data/gate-runs.npz (final parameters)
 and attn_core/data/gate-trace.json (settings, commit, seeds, CPU time, measurements).
 
-Two settings, each trained with ``output_gate=False`` and ``True``, same seeds, data, steps:
+Two settings, each with ``output_gate=False`` and ``True``, same seeds, data, steps:
 
 * ``induction``: notebook 15's two-layer attention-only model on repeated random tokens
   (``train_induction.py``'s model, task and settings), seeds 0, 1, 2: the smallest model of the
   course with a sink (its second layer parks weight on position 0 where nothing repeats).
 * ``gpt``: the tiny GPT of notebook 14 (``train_gpt.py``'s model and settings) on the
-  characters, seeds 0 and 1: no sink without the gate (notebook 16).
+  characters, seed 0: no sink without the gate (notebook 16).
 
-The gated model starts from the ungated one's initial weights (same seed, same draws), its
-gate weights drawn as ``init_gpt`` of the gated config draws them (its gate biases 0: every
-gate at 0.5). One BLAS thread. Run from the repository root, from a committed tree::
+The ungated runs are not trained again: they are the stored runs of notebooks 14 and 15
+(``gpt-checkpoint.npz``; ``induction-snapshots.npz`` at step 2500), which this tool's own
+ungated training reproduces (``--merge`` re-runs their first ``CHECK_STEPS`` steps and records
+the largest difference from the stored traces' losses). The gated model starts from the
+ungated one's initial weights (same seed, same draws), its gate weights drawn as ``init_gpt``
+of the gated config draws them (its gate biases 0: every gate at 0.5), and sees the same
+batches. One BLAS thread. Run from the repository root, from a committed tree::
 
-    nice -n 10 python tools/train_gated.py --part induction      # about 4 minutes of CPU
-    nice -n 10 python tools/train_gated.py --part gpt --seed 0   # about 8 (both variants)
-    nice -n 10 python tools/train_gated.py --part gpt --seed 1
+    nice -n 10 python tools/train_gated.py --part induction      # about 3 minutes of CPU
+    nice -n 10 python tools/train_gated.py --part gpt --seed 0   # about 4-5
     python tools/train_gated.py --merge                          # measures, writes the files
 
-Each part writes ``build/gate-parts/<part>.npz`` and ``.json``; ``--merge`` measures every run
-(``attn_core.nn.gate_sinks``, float64) and writes the two stored files.
+Each part writes ``build/gate-parts/<part>.npz`` and ``.json``; ``--merge`` adds the stored
+ungated runs, measures every run (``attn_core.nn.gate_sinks``, float64) and writes the two
+stored files.
 """
 
 from __future__ import annotations
@@ -102,11 +106,11 @@ def train_tiny_gpt(seed, gate, steps=None):
     return config, run
 
 
-def train_part(part, seeds, steps=None, parts=PARTS):
+def train_part(part, seeds, steps=None, parts=PARTS, gates=(True,)):
     parts.mkdir(parents=True, exist_ok=True)
     runs, arrays = {}, {}
     for seed in seeds:
-        for gate in (False, True):
+        for gate in gates:
             cpu = time.process_time()
             with blas_threads(tg.THREADS):
                 config, run = (train_induction if part == "induction" else train_tiny_gpt)(
@@ -167,6 +171,47 @@ def measure(part, params, config):
     return out
 
 
+#: Steps of the ungated training re-run at merge time against the stored traces.
+CHECK_STEPS = 20
+
+
+def stored_plain_runs(seeds_of):
+    """The ungated runs: notebook 15's and 14's stored final parameters, as ``(runs,
+    arrays)`` in the parts' layout, each with ``reproduced``: the largest difference between
+    the stored trace's first ``CHECK_STEPS`` losses and this tool's own ungated training."""
+    from attn_core.nn import load_checkpoint
+    from attn_core.nn.induction_run import load_runs
+    runs, arrays = {}, {}
+    stored = load_runs()
+    for seed in seeds_of.get("induction", ()):
+        name = run_name("induction", seed, False)
+        config = stored.config(2)
+        with blas_threads(tg.THREADS):
+            _, run = train_induction(seed, False, CHECK_STEPS)
+        ref = stored.run(seed, 2)["train_losses"][:CHECK_STEPS]
+        runs[name] = dict(part="induction", seed=seed, output_gate=False,
+                          config=dataclasses.asdict(config), cpu_seconds=0.0,
+                          source="induction-snapshots.npz (notebook 15), step 2500",
+                          reproduced=float(np.abs(run.losses - np.array(ref)).max()))
+        arrays.update({f"{name}/{k}": v for k, v in stored.params(seed, 2, 2500).items()})
+    for seed in seeds_of.get("gpt", ()):
+        if seed != tg.SEED:
+            raise ValueError(f"only seed {tg.SEED} of the tiny GPT is stored, not {seed}")
+        ck = load_checkpoint()
+        trace = json.loads(tg.TRACE_PATH.read_text(encoding="utf-8"))
+        with blas_threads(tg.THREADS):
+            _, run = train_tiny_gpt(seed, False, CHECK_STEPS)
+        name = run_name("gpt", seed, False)
+        runs[name] = dict(part="gpt", seed=seed, output_gate=False,
+                          config=dataclasses.asdict(ck.config), cpu_seconds=0.0,
+                          source="gpt-checkpoint.npz (notebook 14)",
+                          val_losses=trace["val_losses"], eval_steps=trace["eval_steps"],
+                          reproduced=float(np.abs(run.losses - np.array(
+                              trace["losses"][:CHECK_STEPS])).max()))
+        arrays.update({f"{name}/{k}": v for k, v in ck.params.items()})
+    return runs, arrays
+
+
 def merge():
     runs, arrays, commits, loads = {}, {}, set(), []
     for meta_path in sorted(PARTS.glob("*.json")):
@@ -176,6 +221,12 @@ def merge():
         runs.update(meta["runs"])
         with np.load(meta_path.with_suffix(".npz")) as f:
             arrays.update({k: f[k] for k in f.files})
+    seeds_of = {}
+    for r in runs.values():
+        seeds_of.setdefault(r["part"], []).append(r["seed"])
+    plain_runs, plain_arrays = stored_plain_runs(seeds_of)
+    runs.update(plain_runs)
+    arrays.update(plain_arrays)
     cpu = time.process_time()
     with blas_threads(tg.THREADS):
         for name, r in sorted(runs.items()):

@@ -26,6 +26,8 @@ in numpy, the tiny GPT built from them, and its optimiser.
   the stored runs of tools/train_induction.py
 * :mod:`attn_core.nn.copy_lengths` -- notebook 18's copy task by segment length: softmax and
   linear attention's stored runs (tools/train_induction.py --lengths) read back
+* :mod:`attn_core.nn.gate_sinks` -- notebook 19's output gate against the attention sink: the
+  measures and the stored runs of tools/train_gated.py
 """
 
 from .baselines import ALPHA, bigram_loss, bigram_probs, unigram_loss, unigram_probs
@@ -38,7 +40,7 @@ from .block import (
     block_params,
     block_shapes,
 )
-from .block_options import ATTENTIONS, MLPS, NORMS
+from .block_options import ATTENTIONS, GATE_KEYS, MLPS, NORMS
 from .checkpoint import (
     CHECKPOINT_PATH,
     FORMAT_VERSION,
@@ -60,6 +62,15 @@ from .copy_lengths import (
 from .data import CORPUS_PATH, CharVocab, get_batch, load_corpus, split_corpus
 from .decoder import decoder_forward, decoder_step
 from .embeddings import check_ids, embed, embed_backward
+from .gate_sinks import (
+    GATE_RUNS_PATH,
+    GATE_TRACE_PATH,
+    first_weights,
+    load_gate_runs,
+    mean_gates,
+    uniform_share,
+    zeroed_value_losses,
+)
 from .gelu import gelu, gelu_backward, gelu_erf
 from .generate import (
     Generation,
@@ -271,4 +282,12 @@ __all__ = [
     "recall_state_floats",
     "right_pair_weight",
     "train_recall",
+    "GATE_KEYS",
+    "GATE_RUNS_PATH",
+    "GATE_TRACE_PATH",
+    "first_weights",
+    "load_gate_runs",
+    "mean_gates",
+    "uniform_share",
+    "zeroed_value_losses",
 ]
