@@ -126,17 +126,24 @@ def zeroed_value_losses(params, config, ids, positions, scored):
     return out
 
 
-def mean_gates(params, config, ids):
-    """The output gate's mean value per layer and head over the texts, positions and the
-    head's channels: ``(n_layers, n_heads)`` (Qiu et al. report the mean gate score)."""
+def mean_gates(params, config, ids, positions=slice(None)):
+    """The output gate's mean value per layer and head over the texts, the ``positions``
+    (a slice of the queries, default all) and the head's channels: ``(n_layers, n_heads)``
+    (Qiu et al. report the mean gate score)."""
     params, ids = _check(params, config, ids)
     if not config.output_gate:
         raise ValueError("config has no output gate (output_gate=False)")
+    if not isinstance(positions, slice):
+        raise TypeError(f"positions must be a slice of the queries, got "
+                        f"{type(positions).__name__}")
     _, _, state = decoder_forward(params, config, ids, unembed=False, weights_of=None,
                                   keep=True)
     h = config.n_heads
-    return np.stack([b["gate"].reshape(-1, h, config.d_head).mean(axis=(0, 2))
-                     for b in state["blocks"]])  # (layers, heads)
+    gates = [b["gate"][:, positions] for b in state["blocks"]]  # each (texts, m, h * d_head)
+    if gates[0].size == 0:
+        raise ValueError(f"positions = {positions} keeps no query of the {ids.shape[1]}")
+    return np.stack([g.reshape(-1, h, config.d_head).mean(axis=(0, 2))
+                     for g in gates])  # (layers, heads)
 
 
 def load_gate_runs(runs_path=None, trace_path=None):
