@@ -198,7 +198,8 @@ def test_the_stored_runs_slice():
 
     trace, params_of = load_gate_runs()
     # the ungated runs are 14's and 15's stored runs, which the tool's own training reproduced
-    assert all(r["reproduced"] < 1e-6 for r in trace["runs"].values() if not r["output_gate"])
+    # (15's trace keeps its losses to 4 decimals)
+    assert all(r["reproduced"] < 1e-4 for r in trace["runs"].values() if not r["output_gate"])
     # the first steps of a gated run, retrained here, give its stored losses
     _, run = train_gated.train_induction(1, True, steps=3)
     np.testing.assert_allclose(run.losses, trace["runs"]["induction.s1.gated"]["losses"][:3],
@@ -226,3 +227,16 @@ def test_the_first_weight_figure_draws_the_means_and_refuses_bad_shapes():
     plt.close("all")
     with pytest.raises(ValueError, match="weights"):
         first_weight_bars(w[:, :, :1], 0.2, ["a", "b"])
+
+
+def test_gated_init_shares_the_ungated_draws_and_adds_the_gate():
+    from attn_core.nn import gated_init
+    cfg = GPTConfig(vocab_size=7, n_ctx=6, d_model=8, n_heads=2, n_layers=2, output_gate=True)
+    plain = GPTConfig(vocab_size=7, n_ctx=6, d_model=8, n_heads=2, n_layers=2)
+    a = gated_init(cfg, lambda: np.random.default_rng(3))
+    b = init_gpt(plain, np.random.default_rng(3))
+    assert list(a) == list(init_gpt(cfg, np.random.default_rng(3)))  # the gated config's keys
+    assert all(np.array_equal(a[k], b[k]) for k in b)
+    assert a["h1.attn.w_g"].std() > 0 and not a["h1.attn.b_g"].any()
+    with pytest.raises(TypeError, match="rng_of"):
+        gated_init(cfg, np.random.default_rng(3))

@@ -45,7 +45,7 @@ import numpy as np  # noqa: E402
 import train_gpt as tg  # noqa: E402
 import train_induction as ti  # noqa: E402
 
-from attn_core.nn import Checkpoint, GPTConfig, init_gpt  # noqa: E402
+from attn_core.nn import Checkpoint, GPTConfig  # noqa: E402
 from attn_core.nn.gate_sinks import (  # noqa: E402
     GATE_RUNS_PATH,
     GATE_TRACE_PATH,
@@ -54,6 +54,7 @@ from attn_core.nn.gate_sinks import (  # noqa: E402
     uniform_share,
     zeroed_value_losses,
 )
+from attn_core.nn.gate_sinks import gated_init as _gated_init  # noqa: E402
 from attn_core.nn.induction_run import TASK, copy_losses, eval_batches, sampler  # noqa: E402
 from attn_core.nn.streaming import held_out_windows  # noqa: E402
 from attn_core.nn.train import text_loss, train_gpt  # noqa: E402
@@ -74,16 +75,9 @@ def run_name(part, seed, gate):
 
 
 def gated_init(config, rng_of):
-    """The initial weights of ``config`` (gated or not): the ungated config's draws from
-    ``rng_of()``, plus, with the gate, the gate's own parameters of the gated draw (the
-    attention-only model starts from notebook 15's larger spread)."""
-    std = {} if config.mlp else {"std": ti.INIT_STD}
-    plain = GPTConfig(**{**dataclasses.asdict(config), "output_gate": False})
-    init = init_gpt(plain, rng_of(), **std)
-    if config.output_gate:
-        drawn = init_gpt(config, rng_of(), **std)
-        init = {k: init.get(k, a) for k, a in drawn.items()}  # the gated config's order
-    return init
+    """:func:`attn_core.nn.gated_init` (the attention-only model starts from notebook 15's
+    larger spread)."""
+    return _gated_init(config, rng_of, **({} if config.mlp else {"std": ti.INIT_STD}))
 
 
 def train_induction(seed, gate, steps=None):
@@ -107,6 +101,7 @@ def train_tiny_gpt(seed, gate, steps=None):
 
 
 def train_part(part, seeds, steps=None, parts=PARTS, gates=(True,)):
+    commit = tg.git_commit()  # the tree the runs are trained from (read before, not after)
     parts.mkdir(parents=True, exist_ok=True)
     runs, arrays = {}, {}
     for seed in seeds:
@@ -127,7 +122,7 @@ def train_part(part, seeds, steps=None, parts=PARTS, gates=(True,)):
                   flush=True)
     tag = part if part == "induction" else f"{part}.s{'-'.join(map(str, seeds))}"
     np.savez_compressed(parts / f"{tag}.npz", **arrays)
-    meta = dict(commit=tg.git_commit(), load_average=[round(x, 1) for x in os.getloadavg()],
+    meta = dict(commit=commit, load_average=[round(x, 1) for x in os.getloadavg()],
                 runs=runs)
     (parts / f"{tag}.json").write_text(json.dumps(meta) + "\n", encoding="utf-8")
 

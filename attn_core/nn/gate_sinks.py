@@ -12,6 +12,7 @@ position's.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -20,10 +21,10 @@ import numpy as np
 from .._validate import check_positive_int
 from .decoder import decoder_forward
 from .embeddings import check_ids
-from .gpt import GPTConfig, check_params
+from .gpt import GPTConfig, check_params, init_gpt
 from .loss import next_token_losses
 
-__all__ = ["GATE_RUNS_PATH", "GATE_TRACE_PATH", "first_weights", "load_gate_runs",
+__all__ = ["GATE_RUNS_PATH", "GATE_TRACE_PATH", "first_weights", "gated_init", "load_gate_runs",
            "mean_gates", "uniform_share", "zeroed_value_losses"]
 
 #: The stored runs: final parameters (npz) and trace with measurements (json).
@@ -39,6 +40,25 @@ def _check(params, config, ids):
     if ids.ndim != 2 or ids.shape[1] < 2:
         raise ValueError(f"ids must be (texts, n) token ids with n >= 2, got shape {ids.shape}")
     return params, ids
+
+
+def gated_init(config, rng_of, **init_kw):
+    """The initial weights of ``config`` (gated or not) for a fair comparison: the ungated
+    config's draws (:func:`~attn_core.nn.init_gpt` with ``rng_of()`` and ``init_kw``), plus,
+    with ``output_gate``, the gate's own parameters as the gated config's draw makes them (its
+    biases 0: every gate starts at one half). ``rng_of`` makes a fresh generator each call
+    (the same seed twice)."""
+    if not isinstance(config, GPTConfig):
+        raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
+    if not callable(rng_of):
+        raise TypeError(f"rng_of must be a function returning a numpy Generator, got "
+                        f"{type(rng_of).__name__}")
+    plain = GPTConfig(**{**dataclasses.asdict(config), "output_gate": False})
+    init = init_gpt(plain, rng_of(), **init_kw)
+    if not config.output_gate:
+        return init
+    drawn = init_gpt(config, rng_of(), **init_kw)
+    return {k: init.get(k, a) for k, a in drawn.items()}  # the gated config's order
 
 
 def uniform_share(n, start=1):
