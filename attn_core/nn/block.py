@@ -300,7 +300,9 @@ def block_forward(x, p, n_heads=None, eps=1e-5, *, options=None, positions=None,
         ``"attn.w_q"`` .. ``"attn.w_o"`` (d_model, d_model), ``"attn.b_q"`` ..
         ``"attn.b_o"`` (d_model,), ``"ln2.g"``, ``"ln2.b"``, ``"mlp.w_in"`` (d_model, d_ff),
         ``"mlp.b_in"`` (d_ff,), ``"mlp.w_out"`` (d_ff, d_model), ``"mlp.b_out"`` (d_model,).
-        Without any ``ln2.*``/``mlp.*`` the block is attention-only (:data:`ATTN_KEYS`).
+        Without any ``ln2.*``/``mlp.*`` the block is attention-only (:data:`ATTN_KEYS`);
+        with ``options.output_gate`` also ``"attn.w_g"`` (d_model, d_model) and ``"attn.b_g"``
+        (d_model,) (the latter with biases).
     n_heads : int
         Number of heads; divides ``d_model`` (GPT-2's block; else give ``options``).
     eps : float
