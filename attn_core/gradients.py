@@ -210,15 +210,22 @@ def multi_head_attention_backward(x, w_q, w_k, w_v, w_o, h, grad_out, mask=None,
 
 
 def _multi_head_backward_parts(x, ws, h, parts, p, grad_out, n_kv_heads=None,
-                               kind="softmax"):
+                               kind="softmax", gate=None):
     """The backward of multi-head attention from the forward's ``parts = (q, k, v, merged)``
     and weights ``p`` (as ``multihead._multi_head_parts`` returns them), unchecked;
-    ``kind="linear"`` for linear attention's weights (``linear_weights_backward``)."""
+    ``kind="linear"`` for linear attention's weights (``linear_weights_backward``). With the
+    forward's output ``gate`` (..., n, h * d_v), the grads also hold ``"gate"``, its
+    gradient."""
     (w_q, w_k, w_v, w_o), (q, k, v, merged) = ws, parts
     groups = h // (h if n_kv_heads is None else n_kv_heads)
     k, v = repeat_kv(k, groups), repeat_kv(v, groups)  # (..., h, n, d_head)
     scale = 1.0 / np.sqrt(q.shape[-1])
     grad_merged = grad_out @ w_o.T  # (..., n, d_out) @ (d_out, h * d_v) -> (..., n, h * d_v)
+    grad_gate = None
+    if gate is not None:  # out = (merged * gate) @ w_o + b_o
+        grad_gate = grad_merged * merged  # (..., n, h * d_v)
+        grad_merged = grad_merged * gate
+        merged = merged * gate  # what w_o multiplied
     grad_heads = _split(grad_merged, h)  # (..., h, n, d_v)
     grad_v = p.swapaxes(-1, -2) @ grad_heads  # (..., h, n, n) @ (..., h, n, d_v)
     grad_p = grad_heads @ v.swapaxes(-1, -2)  # (..., h, n, d_v) @ (..., h, d_v, n)
@@ -239,8 +246,11 @@ def _multi_head_backward_parts(x, ws, h, parts, p, grad_out, n_kv_heads=None,
         grads[f"b_{name}"] = _bias_grad(g)
         grad_x = grad_x + g @ w.T  # (..., n, h * d) @ (h * d, d_model) -> (..., n, d_model)
     grads["x"] = _sum_to(grad_x, x.shape)
-    return {key: grads[key] for key in ("x", "w_q", "w_k", "w_v", "w_o",
-                                        "b_q", "b_k", "b_v", "b_o")}
+    out = {key: grads[key] for key in ("x", "w_q", "w_k", "w_v", "w_o",
+                                       "b_q", "b_k", "b_v", "b_o")}
+    if grad_gate is not None:
+        out["gate"] = grad_gate
+    return out
 
 
 def _weight_grad(inputs, grad):

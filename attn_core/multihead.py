@@ -259,7 +259,7 @@ def _check_value_mask(value_mask, h, n):
 
 
 def _multi_head_parts(x, ws, h, mask, bs, n_kv_heads=None, edit_qkv=None, value_mask=None,
-                      kind="softmax"):
+                      kind="softmax", gate=None):
     """:func:`multi_head_attention` on checked inputs (``ws = (w_q, w_k, w_v, w_o)``,
     ``bs`` the four biases): ``(out, weights, (q, k, v, merged))``, the last for a backward
     pass that reuses the forward's work (``gradients._multi_head_backward_parts``); ``k`` and
@@ -271,7 +271,10 @@ def _multi_head_parts(x, ws, h, mask, bs, n_kv_heads=None, edit_qkv=None, value_
     a key's value vector is zeroed in a head (its weight kept).
 
     ``kind="linear"`` replaces each head's softmax by linear attention's normalised
-    ``phi(q) . phi(k)`` (:mod:`attn_core.linear_attention`, quadratic form, under ``mask``)."""
+    ``phi(q) . phi(k)`` (:mod:`attn_core.linear_attention`, quadratic form, under ``mask``).
+    ``gate`` (..., n, h * d_v), optional, multiplies the merged heads before the output
+    projection (an output gate, :mod:`attn_core.nn.block_options`); ``merged`` is returned
+    ungated."""
     n_kv = h if n_kv_heads is None else n_kv_heads
     (w_q, w_k, w_v, w_o), (b_q, b_k, b_v, b_o) = ws, bs
     q, k, v = (_affine(x, w, b, f"x @ w_{name} (the {what} projection)")
@@ -293,7 +296,8 @@ def _multi_head_parts(x, ws, h, mask, bs, n_kv_heads=None, edit_qkv=None, value_
         heads = weights @ v_rep  # (..., h, n, n) @ (..., h, n, d_v) -> (..., h, n, d_v)
     check_result(heads, "the heads (weights @ v)")
     merged = _merge(heads)  # (..., h, n, d_v) -> (..., n, h * d_v)
-    out = _affine(merged, w_o, b_o, "heads @ w_o (the output projection)")
+    gated = merged if gate is None else merged * gate  # (..., n, h * d_v)
+    out = _affine(gated, w_o, b_o, "heads @ w_o (the output projection)")
     return out, weights, (q, k, v, merged)
 
 

@@ -34,6 +34,7 @@ module                 figures
 ``kv_cache``           today's KV cache: head sharing, window + sinks, bytes per token
 ``beyond_quadratic``   notebook 18: a method's cells, its cost against n, its memory
 ``recall``             notebook 19: recall accuracy against pairs per mixer, memory kept
+``gate_sinks``         notebook 19: weight on position 0 per head, without and with the gate
 ``induction``          induction heads: both copies' losses, two heads' maps (notebook 15)
 ``real_llm``           the real LLM (17): first-token weight by layer; a head's map beside
                        the windowed losses
@@ -52,6 +53,7 @@ from . import (
     beyond_length,
     beyond_quadratic,
     cells,
+    gate_sinks,
     gpt,
     head_grids,
     head_mosaics,
@@ -78,6 +80,7 @@ from .base import *  # noqa: F403
 from .beyond_length import *  # noqa: F403
 from .beyond_quadratic import *  # noqa: F403
 from .cells import *  # noqa: F403
+from .gate_sinks import *  # noqa: F403
 from .gpt import *  # noqa: F403
 from .head_grids import *  # noqa: F403
 from .head_mosaics import *  # noqa: F403
@@ -97,7 +100,8 @@ from .real_llm import *  # noqa: F403
 from .recall import *  # noqa: F403
 from .training import *  # noqa: F403
 
-_MODULES = (alt, bars, base, beyond_length, beyond_quadratic, cells, gpt, head_grids,
+_MODULES = (alt, bars, base, beyond_length, beyond_quadratic, cells, gate_sinks, gpt,
+            head_grids,
             head_mosaics, heatmaps,
             induction, kv_cache, lines,
             mask_grids, model_axes, model_base, model_every_head, model_head_maps, model_panels,

@@ -30,6 +30,8 @@ in numpy, the tiny GPT built from them, and its optimiser.
   (``attention="gated_delta"``), forward and backward through attn_core.delta_rule
 * :mod:`attn_core.nn.hybrid`     -- notebook 19's hybrid GPT (three gated-delta layers, one
   softmax): validation windows, recall on a repeated string, tools/train_hybrid.py's runs
+* :mod:`attn_core.nn.gate_sinks` -- notebook 19's output gate against the attention sink: the
+  measures and the stored runs of tools/train_gated.py
 """
 
 from .baselines import ALPHA, bigram_loss, bigram_probs, unigram_loss, unigram_probs
@@ -42,7 +44,7 @@ from .block import (
     block_params,
     block_shapes,
 )
-from .block_options import ATTENTIONS, MLPS, NORMS
+from .block_options import ATTENTIONS, GATE_KEYS, MLPS, NORMS
 from .checkpoint import (
     CHECKPOINT_PATH,
     FORMAT_VERSION,
@@ -64,6 +66,16 @@ from .copy_lengths import (
 from .data import CORPUS_PATH, CharVocab, get_batch, load_corpus, split_corpus
 from .decoder import decoder_forward, decoder_step
 from .embeddings import check_ids, embed, embed_backward
+from .gate_sinks import (
+    GATE_RUNS_PATH,
+    GATE_TRACE_PATH,
+    first_weights,
+    gated_init,
+    load_gate_runs,
+    mean_gates,
+    uniform_share,
+    zeroed_value_losses,
+)
 from .gated_delta import GATE_BIAS, gated_delta_backward_parts, gated_delta_parts
 from .gelu import gelu, gelu_backward, gelu_erf
 from .generate import (
@@ -298,4 +310,13 @@ __all__ = [
     "hybrid_paths",
     "load_hybrid_run",
     "window_losses",
+    "GATE_KEYS",
+    "GATE_RUNS_PATH",
+    "GATE_TRACE_PATH",
+    "first_weights",
+    "gated_init",
+    "load_gate_runs",
+    "mean_gates",
+    "uniform_share",
+    "zeroed_value_losses",
 ]

@@ -24,7 +24,7 @@ import numpy as np
 
 from .._validate import as_float_array, check_positive_int, check_result, checked_later
 from ..decoding import KVCache, append_kv, decode_step
-from ..gradients import _multi_head_backward_parts
+from ..gradients import _bias_grad, _multi_head_backward_parts, _weight_grad
 from ..masks import causal_mask
 from ..multihead import _affine, _merge, _multi_head_parts, _split
 from ..positions import rope
@@ -39,7 +39,7 @@ from .gated_delta import gated_delta_backward_parts, gated_delta_parts
 from .layer_norm import _layer_norm_backward_parts, _layer_norm_parts, check_eps
 from .mlp import _mlp_backward_parts, _mlp_parts
 from .rms_norm import _rms_norm_backward_parts, _rms_norm_parts
-from .swiglu import _swiglu_backward_parts, _swiglu_parts
+from .swiglu import _sigmoid, _swiglu_backward_parts, _swiglu_parts
 
 __all__ = ["ATTN_KEYS", "BLOCK_KEYS", "BlockOptions", "block_backward", "block_forward",
            "block_params", "block_shapes"]
@@ -100,7 +100,8 @@ def _check_block(x, p, n_heads, eps, options):
     unused = [k for k in p if k not in shapes]
     if unused:  # e.g. an MLP's weights with mlp=None, a shift ln1.b with norm="rms"
         raise ValueError(f"p has parameter(s) {unused} that a block with these options does "
-                         f"not use (norm={o.norm!r}, mlp={o.mlp!r}, bias={o.bias}): give "
+                         f"not use (norm={o.norm!r}, mlp={o.mlp!r}, bias={o.bias}, "
+                         f"output_gate={o.output_gate}): give "
                          "the options of the block these parameters belong to, or leave "
                          "them out")
     checked = check_shaped(p, shapes, "p", f"for d_model = {x.shape[-1]}")
@@ -129,19 +130,30 @@ def _attn_args(p):
     return (tuple(p[f"attn.w_{c}"] for c in "qkvo"), tuple(p.get(f"attn.b_{c}") for c in "qkvo"))
 
 
-def _ablated(attended, merged, w_o, n_heads, ablate):
+def _ablated(attended, merged, w_o, n_heads, ablate, gate=None):
     """``attended`` with each head ``h`` of ``ablate`` replaced: its output
     ``merged[..., h * d_head:(h + 1) * d_head]`` swapped for ``ablate[h]`` (``None``: zeros,
     else an array broadcasting to ``(..., n, d_head)``, e.g. its mean over a reference
-    batch) before the output projection, whose other rows are unchanged."""
+    batch) before the output gate (if any, ``gate`` (..., n, n_heads d_head), still applied)
+    and the output projection, whose other rows are unchanged."""
     d_head = merged.shape[-1] // n_heads
     out = attended.copy()
     for h, replacement in ablate.items():
         cols = slice(h * d_head, (h + 1) * d_head)
         own = merged[..., cols]  # (..., n, d_head): what head h wrote
         new = np.zeros_like(own) if replacement is None else replacement
-        out += (new - own) @ w_o[cols]  # (..., n, d_head) @ (d_head, d) -> (..., n, d)
+        change = new - own if gate is None else (new - own) * gate[..., cols]
+        out += change @ w_o[cols]  # (..., n, d_head) @ (d_head, d) -> (..., n, d)
     return out
+
+
+def _output_gate(ln1, p, o):
+    """The output gate ``sigmoid(ln1 @ W_g + b_g)`` (..., n, n_heads d_head) of the block's
+    attention input ``ln1`` (..., n, d_model), one value per channel of every head's output;
+    None without ``output_gate``."""
+    if not o.output_gate:
+        return None
+    return _sigmoid(_affine(ln1, p["attn.w_g"], p.get("attn.b_g"), "the gate projection"))
 
 
 def _rotate(o, positions):
@@ -184,20 +196,23 @@ def _block_parts(x, p, o, ablate=None, mask=None, positions=None, zero_values=No
     positions = np.arange(n) if positions is None else positions
     ln1, z1, d1 = _norm_parts(x, p, "ln1", o)  # (..., n, d)
     ws, bs = _attn_args(p)
+    gate = None
     if o.attention == "gated_delta":  # a recurrent state per head: causal by construction
         if zero_values is not None or given_mask is not None:
             raise ValueError("attention='gated_delta' takes no attention mask and no zeroed "
                              "values (interventions on softmax weights)")
         attended, weights, attn = gated_delta_parts(ln1, p, o.n_heads)
     else:
+        gate = _output_gate(ln1, p, o)  # None or (..., n, n_heads * d_head)
         attended, weights, attn = _multi_head_parts(ln1, ws, o.n_heads, mask, bs,
                                                     o.n_kv_heads, _edit_qkv(o, positions),
                                                     _value_mask(o, n, zero_values),
-                                                    o.attention)
+                                                    o.attention, gate)
     if ablate:
-        attended = _ablated(attended, attn[3], ws[3], o.n_heads, ablate)
+        attended = _ablated(attended, attn[3], ws[3], o.n_heads, ablate, gate)
     a = x + attended  # (..., n, d)
-    cache = {"ln1": ln1, "z1": z1, "d1": d1, "attn_w": ws, "attn": attn, "weights": weights}
+    cache = {"ln1": ln1, "z1": z1, "d1": d1, "attn_w": ws, "attn": attn, "weights": weights,
+             "gate": gate}
     if o.mlp is None:  # attention-only: the block ends here
         return a, weights, cache
     ln2, z2, d2 = _norm_parts(a, p, "ln2", o)  # (..., n, d)
@@ -227,9 +242,11 @@ def _block_step(x, p, o, kv, ablate=None):
     kv = append_kv(kv, k, v)  # (..., kv_heads, t + m, d_head)
     heads, weights = decode_step(q, kv, n_kv_heads=o.n_kv_heads)  # (..., h, m, d_head)
     merged = _merge(heads)  # (..., h, m, d_head) -> (..., m, h * d_head)
-    attended = _affine(merged, w_o, b_o, "the output projection")
+    gate = _output_gate(a, p, o)  # None or (..., m, h * d_head)
+    attended = _affine(merged if gate is None else merged * gate, w_o, b_o,
+                       "the output projection")
     if ablate:
-        attended = _ablated(attended, merged, w_o, o.n_heads, ablate)
+        attended = _ablated(attended, merged, w_o, o.n_heads, ablate, gate)
     x = x + attended
     if o.mlp is not None:  # an attention-only model (notebook 15) has no MLP sublayer
         x = x + _ffn_parts(_norm_parts(x, p, "ln2", o)[0], p, o)[0]  # (..., m, d_model)
@@ -262,13 +279,22 @@ def _block_backward_parts(p, o, cache, grad_y):
         grad_a2, g = _norm_backward(cache, "ln2", p, o, grad_ln2)
         grads.update(g)
         grad_a = grad_y + grad_a2  # (..., n, d): the residual passes grad_y through
+    gate = None
     if o.attention == "gated_delta":
         g = gated_delta_backward_parts(cache["ln1"], p, o.n_heads, cache["attn"], grad_a)
     else:
+        gate = cache["gate"]
         g = _multi_head_backward_parts(cache["ln1"], cache["attn_w"], o.n_heads, cache["attn"],
-                                       cache["weights"], grad_a, o.n_kv_heads, o.attention)
+                                       cache["weights"], grad_a, o.n_kv_heads, o.attention, gate)
     grads.update({f"attn.{k}": v for k, v in g.items() if k != "x" and f"attn.{k}" in p})
-    grad_x1, g = _norm_backward(cache, "ln1", p, o, g["x"])
+    grad_ln1 = g["x"]
+    if gate is not None:  # gate = sigmoid(s), s = ln1 @ w_g + b_g: ds = dgate gate (1 - gate)
+        grad_s = g["gate"] * gate * (1 - gate)  # (..., n, h * d_head)
+        grads["attn.w_g"] = _weight_grad(cache["ln1"], grad_s)
+        if "attn.b_g" in p:
+            grads["attn.b_g"] = _bias_grad(grad_s)
+        grad_ln1 = grad_ln1 + grad_s @ p["attn.w_g"].T  # (..., n, h d) @ (h d, d_model)
+    grad_x1, g = _norm_backward(cache, "ln1", p, o, grad_ln1)
     grads.update(g)
     return grad_a + grad_x1, {k: grads[k] for k in p if k in grads}
 
@@ -286,7 +312,9 @@ def block_forward(x, p, n_heads=None, eps=1e-5, *, options=None, positions=None,
         ``"attn.w_q"`` .. ``"attn.w_o"`` (d_model, d_model), ``"attn.b_q"`` ..
         ``"attn.b_o"`` (d_model,), ``"ln2.g"``, ``"ln2.b"``, ``"mlp.w_in"`` (d_model, d_ff),
         ``"mlp.b_in"`` (d_ff,), ``"mlp.w_out"`` (d_ff, d_model), ``"mlp.b_out"`` (d_model,).
-        Without any ``ln2.*``/``mlp.*`` the block is attention-only (:data:`ATTN_KEYS`).
+        Without any ``ln2.*``/``mlp.*`` the block is attention-only (:data:`ATTN_KEYS`);
+        with ``options.output_gate`` also ``"attn.w_g"`` (d_model, d_model) and ``"attn.b_g"``
+        (d_model,) (the latter with biases).
     n_heads : int
         Number of heads; divides ``d_model`` (GPT-2's block; else give ``options``).
     eps : float

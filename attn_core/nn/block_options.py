@@ -13,6 +13,7 @@ option          tiny GPT (14)              SmolLM2 (17)
 ``n_kv_heads``  None (= ``n_heads``)       3 key/value heads for 9 query heads
 ``bias``        True                       False
 ``attention``   ``"softmax"``              ``"softmax"``
+``output_gate`` False                      False
 ==============  =========================  ==================================================
 
 ``attention="linear"`` (notebook 18) replaces each head's softmax by linear attention's
@@ -23,6 +24,12 @@ block has no KV-cache step (linear attention decodes with a fixed-size state ins
 ICLR 2025; :mod:`attn_core.nn.gated_delta`): unit queries and keys, a per-head gate ``a_t`` and
 step size ``beta_t``, each the sigmoid of a projection of the token (``attn.w_a``, ``attn.b_a``,
 ``attn.w_beta``, ``attn.b_beta``, ``(d_model, n_heads)`` and ``(n_heads,)``); no KV cache either.
+
+``output_gate=True`` (notebook 19) multiplies each head's output, before the output
+projection, by a sigmoid gate computed from the attention's input, elementwise and
+head-specific: ``merged * sigmoid(Norm1(x) @ W_g + b_g)`` (Qiu et al. 2025's gate "G1" after
+scaled dot-product attention; ``attn.w_g`` (d_model, n_heads d_head), ``attn.b_g`` with
+``bias``).
 
 A block's parameters sit in a dict under short names (the model's ``"h{i}."`` prefix taken
 off): ``ln1.g`` (and ``ln1.b`` for layer norm), ``attn.w_q`` (d_model, n_heads d_head),
@@ -39,13 +46,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import check_option, check_positive_int
+from .._validate import check_bool, check_option, check_positive_int
 from ..multihead import _check_kv_heads
 from ..positions import PAIRINGS
 from .layer_norm import check_eps
 
-__all__ = ["ATTENTIONS", "ATTN_KEYS", "BLOCK_KEYS", "MLPS", "NORMS", "BlockOptions",
-           "block_shapes"]
+__all__ = ["ATTENTIONS", "ATTN_KEYS", "BLOCK_KEYS", "GATE_KEYS", "MLPS", "NORMS",
+           "BlockOptions", "block_shapes"]
 
 #: The names of a GPT-2 block's parameters (the GPT's are ``f"h{i}." + name``).
 BLOCK_KEYS = ("ln1.g", "ln1.b", "attn.w_q", "attn.w_k", "attn.w_v", "attn.w_o", "attn.b_q",
@@ -53,6 +60,8 @@ BLOCK_KEYS = ("ln1.g", "ln1.b", "attn.w_q", "attn.w_k", "attn.w_v", "attn.w_o", 
               "mlp.w_out", "mlp.b_out")
 #: The keys of an attention-only GPT-2 block (no ``ln2.*``, no ``mlp.*``).
 ATTN_KEYS = BLOCK_KEYS[:10]
+#: The output gate's parameters (``output_gate=True``; ``attn.b_g`` only with ``bias``).
+GATE_KEYS = ("attn.w_g", "attn.b_g")
 #: The normalisations a block may use: layer norm (GPT-2) or RMSNorm (Llama).
 NORMS = ("layer", "rms")
 #: The feed-forward networks: GELU MLP (GPT-2), SwiGLU (Llama), or None (attention-only).
@@ -78,6 +87,8 @@ class BlockOptions:
     eps : float -- the norms' eps
     attention : "softmax", "linear" or "gated_delta" -- each head's mixer (see the module's
         docstring)
+    output_gate : bool -- each head's output times a sigmoid gate of the attention's input
+        before the output projection (see the module's docstring); softmax and linear only
 
     Examples
     --------
@@ -94,6 +105,7 @@ class BlockOptions:
     bias: bool = True
     eps: float = 1e-5
     attention: str = "softmax"
+    output_gate: bool = False
 
     def __post_init__(self):
         h = check_positive_int(self.n_heads, "n_heads")
@@ -120,6 +132,10 @@ class BlockOptions:
             raise ValueError("attention='gated_delta' keeps one state per head and no "
                              f"positions: it needs n_kv_heads=None and rope_base=None, got "
                              f"n_kv_heads={self.n_kv_heads!r}, rope_base={self.rope_base!r}")
+        object.__setattr__(self, "output_gate", check_bool(self.output_gate, "output_gate"))
+        if self.output_gate and self.attention == "gated_delta":
+            raise ValueError("output_gate=True gates softmax or linear attention's heads; "
+                             "attention='gated_delta' has no output gate here")
 
     @property
     def kv_heads(self):
@@ -189,6 +205,10 @@ def block_shapes(d_model, d_ff, options=None):
         h = options.n_heads
         shapes.update({"attn.w_a": (d, h), "attn.b_a": (h,), "attn.w_beta": (d, h),
                        "attn.b_beta": (h,)})
+    if options.output_gate:  # one gate per channel of every head's output
+        shapes["attn.w_g"] = (d, d)
+        if options.bias:
+            shapes["attn.b_g"] = (d,)
     if options.mlp is not None:
         f = check_positive_int(d_ff, "d_ff")
         shapes.update(_norm_shapes("ln2", d, options.norm))

@@ -18,6 +18,7 @@ import numpy as np
 
 from .._validate import (
     as_float_array,
+    check_bool,
     check_float_dtype,
     check_positive_int,
     check_result,
@@ -56,8 +57,10 @@ class GPTConfig:
     ``d_model``; ``mlp=False`` drops every block's MLP sub-layer (and its layer norm), and
     then ``d_ff`` is None; ``attention="linear"`` gives every head linear attention's weights
     instead of the softmax (notebook 18), ``"gated_delta"`` a Gated DeltaNet state; a tuple
-    of ``n_layers`` names mixes them layer by layer (a hybrid, notebook 19). Every field is
-    checked when the config is made (the error names it).
+    of ``n_layers`` names mixes them layer by layer (a hybrid, notebook 19);
+    ``output_gate=True`` multiplies every head's output by a sigmoid gate of the attention's
+    input (notebook 19, :mod:`attn_core.nn.block_options`). Every field is checked when the
+    config is made (the error names it).
 
     Examples
     --------
@@ -74,19 +77,18 @@ class GPTConfig:
     d_ff: int | None = None
     mlp: bool = True
     attention: str | tuple = "softmax"
+    output_gate: bool = False
 
     def __post_init__(self):
         for name in ("vocab_size", "n_ctx", "d_model", "n_heads", "n_layers"):
             # stored as plain ints (a numpy integer would not go into a JSON checkpoint)
             object.__setattr__(self, name, check_positive_int(getattr(self, name), name))
-        if not isinstance(self.mlp, (bool, np.bool_)):
-            raise TypeError(f"mlp must be True or False, got {self.mlp!r}")
-        object.__setattr__(self, "mlp", bool(self.mlp))
-        if not self.mlp:
-            if self.d_ff is not None:
-                raise ValueError(f"d_ff = {self.d_ff} was given but mlp=False has no MLP: "
-                                 "leave d_ff out")
-        else:
+        for name in ("mlp", "output_gate"):
+            object.__setattr__(self, name, check_bool(getattr(self, name), name))
+        if not self.mlp and self.d_ff is not None:
+            raise ValueError(f"d_ff = {self.d_ff} was given but mlp=False has no MLP: "
+                             "leave d_ff out")
+        if self.mlp:
             if self.d_ff is None:
                 object.__setattr__(self, "d_ff", 4 * self.d_model)
             object.__setattr__(self, "d_ff", check_positive_int(self.d_ff, "d_ff"))
@@ -98,7 +100,8 @@ class GPTConfig:
         """The fields, ``mlp`` only when False (the tiny GPT's repr is as it always was)."""
         fields = ("vocab_size", "n_ctx", "d_model", "n_heads", "n_layers", "d_ff")
         extra = ("" if self.mlp else ", mlp=False") + (
-            "" if self.attention == "softmax" else f", attention={self.attention!r}")
+            "" if self.attention == "softmax" else f", attention={self.attention!r}") + (
+            ", output_gate=True" if self.output_gate else "")
         return (f"GPTConfig({', '.join(f'{k}={getattr(self, k)!r}' for k in fields)}"
                 f"{extra})")
 
@@ -124,7 +127,7 @@ class GPTConfig:
     def layer_options(self, i):
         """Block ``i``'s :class:`~attn_core.nn.BlockOptions` (its mixer ``layers[i]``)."""
         return BlockOptions(self.n_heads, mlp="gelu" if self.mlp else None, eps=LN_EPS,
-                            attention=self.layers[i])
+                            attention=self.layers[i], output_gate=self.output_gate)
 
 
 def _check_config(config):
