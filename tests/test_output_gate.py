@@ -142,6 +142,12 @@ def test_bad_gate_input_is_refused_by_name():
         BlockOptions(2, output_gate="yes")
     with pytest.raises(TypeError, match="output_gate"):
         GPTConfig(3, 4, 8, 2, 1, output_gate=1)
+    # the gated-delta mixer has no output gate here: refused, not silently ignored
+    with pytest.raises(ValueError, match="output_gate.*gated_delta"):
+        BlockOptions(2, attention="gated_delta", output_gate=True)
+    hybrid = GPTConfig(3, 4, 8, 2, 2, attention=("gated_delta", "softmax"), output_gate=True)
+    with pytest.raises(ValueError, match="output_gate.*gated_delta"):
+        hybrid.layer_options(0)
     p = _params(GATED)
     x = np.zeros((3, 8))
     with pytest.raises(ValueError, match="attn.w_g"):
