@@ -194,29 +194,47 @@ def fast_attention(q, k, v, mask=None, scale=None, *, causal=False, threads=None
     return out
 
 
+def _groups(q, k, v, mask, lead):
+    """How many query heads share each key/value head: ``g = lead[-1]`` when ``q``'s last
+    leading axis is ``g > 1`` while ``k``'s and ``v``'s is 1 (grouped-query attention's
+    layout, ``(..., kv, g, n, d)`` against ``(..., kv, 1, n, d)``) and there is no mask; else 1.
+    The ``g`` heads' rows of a query block then go through ONE product with their shared
+    keys (``g`` times the rows per product, the keys read once)."""
+    if (mask is None and q.ndim >= 3 and k.ndim >= 3 and v.ndim >= 3 and lead[-1] > 1
+            and q.shape[-3] == lead[-1] and k.shape[-3] == 1 and v.shape[-3] == 1):
+        return lead[-1]
+    return 1
+
+
 def _fast_core(q, k, v, mask, scale, causal, lead, threads, block_bytes):
     """:func:`fast_attention` on checked arguments (``lead`` the broadcast leading dims),
     without its BLAS limit and its final check: for a caller that already holds BLAS to one
     thread and checks its own result (SmolLM2's prefill, :mod:`attn_core.model.llm_fast`)."""
     dtype = np.result_type(q, k, v)
     n_q, n_k, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    g = _groups(q, k, v, mask, lead)
+    if g > 1:  # the shared key/value head's axis dropped: (..., kv, n, d)
+        k, v, lead_kv = k[..., 0, :, :], v[..., 0, :, :], lead[:-1]
+    else:
+        lead_kv = lead
 
-    # every operand as a (batch, n, d) stack over the broadcast leading dims
-    size = int(np.prod(lead))
-    qs = (np.broadcast_to(q, (*lead, n_q, d_k)) * dtype.type(scale)).reshape(size, n_q, d_k)
-    ks = np.ascontiguousarray(np.broadcast_to(k, (*lead, n_k, d_k)), dtype=dtype).reshape(
+    # every operand as a (batch, [g,] n, d) stack over the broadcast leading dims
+    size = int(np.prod(lead_kv))
+    qs = (np.broadcast_to(q, (*lead, n_q, d_k)) * dtype.type(scale)).reshape(
+        size, g, n_q, d_k)  # (B, g, n_q, d_k)
+    ks = np.ascontiguousarray(np.broadcast_to(k, (*lead_kv, n_k, d_k)), dtype=dtype).reshape(
         size, n_k, d_k)  # (B, n_k, d_k)
     v1 = np.ones((size, n_k, d_v + 1), dtype=dtype)  # (B, n_k, d_v + 1): [V | 1]
-    v1[..., :d_v] = np.broadcast_to(v, (*lead, n_k, d_v)).reshape(size, n_k, d_v)
+    v1[..., :d_v] = np.broadcast_to(v, (*lead_kv, n_k, d_v)).reshape(size, n_k, d_v)
     masks = None if mask is None else np.broadcast_to(mask, (*lead, n_q, n_k)).reshape(
-        size, n_q, n_k)  # (B, n_q, n_k), a view where nothing is repeated
+        size, n_q, n_k)  # (B, n_q, n_k), a view where nothing is repeated (g is 1)
     # per-row bound on |score| (Cauchy-Schwarz): decides whether the max shift is needed
     k_norm = np.sqrt(np.einsum("bjd,bjd->bj", ks, ks).max(axis=-1))  # (B,)
-    bound = np.sqrt(np.einsum("bid,bid->bi", qs, qs)) * k_norm[:, None]  # (B, n_q)
-    safe = bound <= SAFE_BOUND[np.dtype(dtype)]  # (B, n_q)
-    out = np.empty((size, n_q, d_v), dtype=dtype)
+    bound = np.sqrt(np.einsum("bgid,bgid->bgi", qs, qs)) * k_norm[:, None, None]  # (B, g, n_q)
+    safe = bound <= SAFE_BOUND[np.dtype(dtype)]  # (B, g, n_q)
+    out = np.empty((size, g, n_q, d_v), dtype=dtype)
 
-    rows = max(1, min(n_q, block_bytes // (n_k * dtype.itemsize)))
+    rows = max(1, min(n_q, block_bytes // (g * n_k * dtype.itemsize)))
     tasks = [(b, i0, min(i0 + rows, n_q)) for b in range(size) for i0 in range(0, n_q, rows)]
 
     def run(task):
@@ -225,31 +243,39 @@ def _fast_core(q, k, v, mask, scale, causal, lead, threads, block_bytes):
 
     def _run(task):
         b, i0, i1 = task
+        r = i1 - i0
         stop = min(n_k, i1) if causal else n_k  # keys after the block's last query: skipped
-        # (r, d_k) @ (d_k, stop) -> (r, stop), into this thread's reused buffer
-        s = np.matmul(qs[b, i0:i1], ks[b, :stop].T, out=_scratch("s", (i1 - i0, stop), dtype))
-        later = _later(i1 - i0, stop - i0) if causal else None  # (r, stop - i0)
+        # the g heads' rows of the block, (g, r, d_k) -> (g r, d_k) (a copy when g > 1)
+        q_block = qs[b, :, i0:i1].reshape(g * r, d_k)
+        # (g r, d_k) @ (d_k, stop) -> (g r, stop), into this thread's reused buffer
+        s = np.matmul(q_block, ks[b, :stop].T, out=_scratch("s", (g * r, stop), dtype))
+        later = _later(r, stop - i0) if causal else None  # (r, stop - i0)
         if causal and stop > i0 + 1:  # only the block's diagonal part has later keys
-            np.copyto(s[:, i0:stop], -np.inf, where=later)
-        if masks is not None:
+            np.copyto(s.reshape(g, r, stop)[:, :, i0:stop], -np.inf, where=later)
+        if masks is not None:  # (g is 1)
             np.copyto(s, -np.inf, where=~masks[b, i0:i1, :stop])
-        if not safe[b, i0:i1].all():
-            row_max = s.max(axis=-1, keepdims=True)  # (r, 1)
+        if not safe[b, :, i0:i1].all():
+            row_max = s.max(axis=-1, keepdims=True)  # (g r, 1)
             check_overflow(row_max, dtype, allowed_rows=_allowed_rows(b, i0, i1, stop, later))
             row_max[np.isneginf(row_max)] = 0  # a fully masked row: shift by 0, exp gives 0
             np.subtract(s, row_max, out=s)
         np.exp(s, out=s)
-        # (r, stop) @ (stop, d_v + 1) -> (r, d_v + 1)
-        acc = np.matmul(s, v1[b, :stop], out=_scratch("acc", (i1 - i0, d_v + 1), dtype))
-        total = acc[:, d_v:]  # (r, 1): the row sums of exp
-        np.divide(acc[:, :d_v], total, out=out[b, i0:i1], where=total > 0)
-        out[b, i0:i1][total[:, 0] == 0] = 0  # rows with no allowed key
+        # (g r, stop) @ (stop, d_v + 1) -> (g r, d_v + 1) -> (g, r, d_v + 1)
+        acc = np.matmul(s, v1[b, :stop], out=_scratch("acc", (g * r, d_v + 1), dtype))
+        acc = acc.reshape(g, r, d_v + 1)
+        total = acc[..., d_v:]  # (g, r, 1): the row sums of exp
+        block = out[b, :, i0:i1]  # (g, r, d_v)
+        if masks is None and stop > 0:  # every row sees a key, its largest term >= e^-B > 0
+            np.divide(acc[..., :d_v], total, out=block)
+        else:  # (a masked division, slower: only where a row may have no allowed key)
+            np.divide(acc[..., :d_v], total, out=block, where=total > 0)
+            block[total[..., 0] == 0] = 0  # rows with no allowed key
 
     def _allowed_rows(b, i0, i1, stop, later):
-        """(r, 1) bool: True where the row may attend to at least one key."""
+        """(g r, 1) bool: True where the row may attend to at least one key."""
         if masks is None:
-            return np.ones((i1 - i0, 1), dtype=bool)  # causal or not, every row sees a key
-        allowed = masks[b, i0:i1, :stop].copy()  # (r, stop)
+            return np.ones((g * (i1 - i0), 1), dtype=bool)  # causal or not, every row sees a key
+        allowed = masks[b, i0:i1, :stop].copy()  # (r, stop), g is 1
         if causal and stop > i0 + 1:  # later: (r, stop - i0), True above the diagonal
             allowed[:, i0:stop] &= ~later
         return allowed.any(axis=-1, keepdims=True)
@@ -259,4 +285,4 @@ def _fast_core(q, k, v, mask, scale, causal, lead, threads, block_bytes):
             run(task)
     else:
         list(_pool(threads).map(run, tasks))  # list(): re-raise a worker's exception here
-    return out.reshape(*lead, n_q, d_v)  # (B, n_q, d_v) -> (..., n_q, d_v)
+    return out.reshape(*lead, n_q, d_v)  # (B, g, n_q, d_v) -> (..., n_q, d_v)

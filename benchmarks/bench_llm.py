@@ -108,20 +108,26 @@ def peer(threads):
 
 
 def time_once(fn):
-    start = time.perf_counter()
+    """(wall seconds, CPU seconds of this process) of one call."""
+    start, cpu = time.perf_counter(), time.process_time()
     fn()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def interleaved(calls, rounds):
     """{name: median seconds} and {name: [seconds per round]} of each call (None: left out),
-    every call once per round, the order reversed every other round."""
+    every call once per round, the order reversed every other round; and the same
+    {name: [CPU seconds per round]} (this process's CPU time: both sides run on one thread,
+    so it leaves out the time another process held the core)."""
     times = {name: [] for name in calls if calls[name] is not None}
+    cpu = {name: [] for name in times}
     for r in range(rounds):
         order = list(times) if r % 2 == 0 else list(reversed(times))
         for name in order:
-            times[name].append(time_once(calls[name]))
-    return {name: statistics.median(t) for name, t in times.items()}, times
+            wall, used = time_once(calls[name])
+            times[name].append(wall)
+            cpu[name].append(used)
+    return {name: statistics.median(t) for name, t in times.items()}, times, cpu
 
 
 def ratio(times, a, b):
@@ -177,26 +183,29 @@ def main():
            "read once by a matrix-vector product, one after the other, timed in the same "
            "rounds; share = floor time / step time",
            f"- medians of {args.rounds} interleaved rounds; ratio = numpy tokens/s over torch "
-           "tokens/s (above 1: numpy faster); prefill: the logits of the last position only, "
-           "on both sides", ""]
+           "tokens/s (above 1: numpy faster), from wall time and from each side's CPU time "
+           "(time.process_time: one thread each, so the CPU ratio leaves out the time other "
+           "processes held the core); prefill: the logits of the last position only, on both "
+           "sides", ""]
     md += ["| what | floor | numpy (LLMDecoder) | numpy (forward_cached) | PyTorch "
-           "(transformers) | LLMDecoder / PyTorch | share of the floor: LLMDecoder, "
-           "forward_cached, PyTorch |",
-           "|---|---:|---:|---:|---:|---:|---:|"]
+           "(transformers) | LLMDecoder / PyTorch | the same, CPU time | share of the floor: "
+           "LLMDecoder, forward_cached, PyTorch |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
 
     def rate(n_tokens, med, name):
         return f"{n_tokens / med[name]:.1f} tok/s" if name in med else "-"
 
-    def row(label, n_tokens, med, times, floor_steps=None):
+    def row(label, n_tokens, med, times, cpu, floor_steps=None):
         theirs = rate(n_tokens, med, "theirs") if "theirs" in med else about
-        r = ratio(times, "ours", "theirs")
+        r, r_cpu = ratio(times, "ours", "theirs"), ratio(cpu, "ours", "theirs")
         shares = "-"
         if floor_steps:
             shares = ", ".join(f"{100 * med['floor'] / med[k]:.0f}%"  # same steps each
                                if k in med else "-" for k in ("ours", "reference", "theirs"))
         md.append(f"| {label} | {rate(floor_steps or 1, med, 'floor') if floor_steps else '-'}"
                   f" | {rate(n_tokens, med, 'ours')} | {rate(n_tokens, med, 'reference')} | "
-                  f"{theirs} | {f'x{r:.2f}' if r else '-'} | {shares} |")
+                  f"{theirs} | {f'x{r:.2f}' if r else '-'} | "
+                  f"{f'x{r_cpu:.2f}' if r_cpu else '-'} | {shares} |")
         print(md[-1], flush=True)
 
     with threadpool_limits(args.threads, user_api="blas"):
@@ -211,9 +220,10 @@ def main():
                 with torch.no_grad():
                     model(torch.from_numpy(ids[None]), use_cache=True, logits_to_keep=1)
 
-            med, times = interleaved({"ours": ours_prefill,
-                                      "theirs": theirs_prefill if model else None}, args.rounds)
-            row(f"prefill, n = {n}", n, med, times)
+            med, times, cpu = interleaved({"ours": ours_prefill,
+                                           "theirs": theirs_prefill if model else None},
+                                          args.rounds)
+            row(f"prefill, n = {n}", n, med, times, cpu)
         for t in (32, 512):
             ids, new = ids_all[:t], [int(tok) for tok in ids_all[t:t + args.steps]]
             _, caches0 = prefill(params, config, ids)
@@ -246,10 +256,11 @@ def main():
                         past = model(torch.tensor([[tok]]), past_key_values=past,
                                      use_cache=True).past_key_values
 
-            med, times = interleaved({"floor": floor_steps, "ours": ours_decode,
-                                      "reference": reference_decode,
-                                      "theirs": theirs_decode if model else None}, args.rounds)
-            row(f"decoding, context {t} (+{args.steps} tokens)", args.steps, med, times,
+            med, times, cpu = interleaved({"floor": floor_steps, "ours": ours_decode,
+                                           "reference": reference_decode,
+                                           "theirs": theirs_decode if model else None},
+                                          args.rounds)
+            row(f"decoding, context {t} (+{args.steps} tokens)", args.steps, med, times, cpu,
                 floor_steps=args.steps)
     load_end = os.getloadavg()
     md += ["", f"Load average (1, 5, 15 min) at start {', '.join(f'{x:.1f}' for x in load_start)}"

@@ -181,3 +181,39 @@ def test_scores_overflowing_to_minus_inf_are_refused_like_attention(causal, dtyp
     # the same row fully masked is not an error: it gives zeros
     out = fast_attention(q, k, v, mask=np.zeros((1, 2), bool), scale=1.0)
     np.testing.assert_array_equal(out, np.zeros((1, 1), dtype))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_grouped_heads_equal_repeated_keys_and_the_reference(causal, dtype):
+    """Grouped-query layout, q (..., kv, g, n, d) against k, v (..., kv, 1, n, d): the g heads
+    of a group go through one product per block (fast._groups); the output equals the same
+    keys repeated for every head, the float64 loop, and one thread equals three."""
+    g = np.random.default_rng(SEED)
+    q = g.standard_normal((2, 3, 4, 19, 8)).astype(dtype)  # batch 2, 3 key/value heads, g = 4
+    k, v = (g.standard_normal((2, 3, 1, 19, 8)).astype(dtype) for _ in range(2))
+    k_rep, v_rep = (np.repeat(x, 4, axis=2) for x in (k, v))  # (2, 3, 4, 19, 8)
+    assert fast_module._groups(q, k, v, None, (2, 3, 4)) == 4
+    assert fast_module._groups(q, k_rep, v_rep, None, (2, 3, 4)) == 1
+    mask = np.tri(19, dtype=bool) if causal else None
+    expected = ref.attention(q, k_rep, v_rep, mask)[0]
+    for block_bytes in (1, 8 * 19 * 8, 1 << 20):  # one row, 2 rows of the 4 heads, all
+        one = fast_attention(q, k, v, causal=causal, threads=1, block_bytes=block_bytes)
+        assert one.shape == q.shape and one.dtype == dtype
+        np.testing.assert_allclose(one, expected, **ref.tol(dtype))
+        np.testing.assert_allclose(
+            one, fast_attention(q, k_rep, v_rep, causal=causal, block_bytes=block_bytes),
+            rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-6)
+        np.testing.assert_array_equal(
+            fast_attention(q, k, v, causal=causal, threads=3, block_bytes=block_bytes), one)
+
+
+def test_grouped_heads_with_large_scores_take_the_shifted_path():
+    g = np.random.default_rng(SEED)
+    q = g.standard_normal((3, 2, 11, 4)) * 400.0  # every score far beyond exp's range
+    k, v = (g.standard_normal((3, 1, 11, 4)) for _ in range(2))
+    out = fast_attention(q, k, v, causal=True, block_bytes=100)
+    expected = ref.attention(q, np.repeat(k, 2, axis=1), np.repeat(v, 2, axis=1),
+                             np.tri(11, dtype=bool))[0]
+    assert np.isfinite(out).all()
+    np.testing.assert_allclose(out, expected, **ref.tol(np.float64))

@@ -22,10 +22,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_llm_layers import random_llm, reference_llm, small_llms
 
+from attn_core import rope
+from attn_core.model import llm_fast as llm_fast_module
 from attn_core.model.llm import LLMConfig
 from attn_core.model.llm_fast import LLMDecoder, stack_matrices
 from attn_core.nn import forward_cached, next_token_probs, prefill
 from attn_core.nn.generate import CachedEngine, sample_loop
+from attn_core.nn.swiglu import silu
 
 from reference import FAST, assert_clear_error
 
@@ -219,3 +222,36 @@ def test_real_model_greedy_answer_is_the_same_with_either_engine(llm, monkeypatc
     slow = llm_generate_module.chat("Name a colour.", max_new=8, greedy=True)
     np.testing.assert_array_equal(fast.new_ids, slow.new_ids)
     assert fast.text == slow.text
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("pairing", ["interleaved", "halves"])
+def test_the_rope_table_turns_exactly_as_rope(pairing, dtype):
+    """The decoder's RoPE (``x * cos + x[partner] * sin``, in place, q's and k's heads in one
+    call) is bit for bit attn_core.rope: the same two rounded products and one rounded sum."""
+    n, heads, d = 37, 5, 16
+    x = np.random.default_rng(5).standard_normal((n, heads, d)).astype(dtype) * 3
+    cos, sin, partner = llm_fast_module._rope_table(n, d, 500.0, np.dtype(dtype), pairing)
+    got = llm_fast_module._turn(x.copy(), cos[:, None], sin[:, None], partner)  # (n, h, d)
+    want = rope(x.swapaxes(0, 1), np.arange(n), base=500.0, pairing=pairing)  # (h, n, d)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, want.swapaxes(0, 1))
+    one = llm_fast_module._turn(x[30].copy(), cos[30], sin[30], partner)  # a step's (h, d)
+    np.testing.assert_array_equal(one, want[:, 30])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_silu_times_in_place_equals_the_readable_swiglu(dtype):
+    """Written over ``up`` (the half of the decoder's own product), equal to silu(g) * u,
+    including gates far below exp's range (silu's limit 0, no NaN)."""
+    g = np.random.default_rng(6)
+    gu = (g.standard_normal((9, 2 * 13)) * 4).astype(dtype)
+    gu[0, :3] = [-1e4, -200.0, 1e4]
+    gate, up = gu[:, :13], gu[:, 13:]
+    want = silu(gate.astype(np.float64)) * up.astype(np.float64)
+    with np.errstate(over="ignore"):
+        got = llm_fast_module._silu_times(gate, up)
+    assert got.base is gu.base or got.base is gu  # the result is ``up``'s memory
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == np.float32 else 1e-14,
+                               atol=1e-30)

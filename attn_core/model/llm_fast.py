@@ -106,33 +106,49 @@ def _stacked(mats):
     return base[first // row:start]
 
 
-def _rope_table(n, d_head, base, dtype):
-    """``(cos, sin)`` (n, d_head / 2) of positions ``0 .. n-1``: :func:`attn_core.rope`'s
-    angles (float64), rounded to ``dtype`` as it rounds them."""
+def _rope_table(n, d_head, base, dtype, pairing):
+    """RoPE of positions ``0 .. n-1`` as ``x * cos + x[..., partner] * sin``: ``(cos, sin,
+    partner)``, ``cos`` and ``sin`` (n, d_head) and ``partner`` (d_head,) the index of each
+    feature's pair (2c <-> 2c+1 interleaved, c <-> c + d/2 in halves), ``sin`` negated on
+    the pair's first feature. The angles are :func:`attn_core.rope`'s (float64), rounded to
+    ``dtype`` as it rounds them, so each turned feature is the same two rounded products and
+    one rounded sum as in :func:`attn_core.rope` (``a cos - b sin``, ``a sin + b cos``)."""
     angle = np.arange(n)[:, None] * frequencies(d_head, base)  # (n, 1) * (d/2,) -> (n, d/2)
-    return np.cos(angle).astype(dtype), np.sin(angle).astype(dtype)
+    cos, sin = np.cos(angle).astype(dtype), np.sin(angle).astype(dtype)  # (n, d/2) each
+    half = np.arange(d_head // 2)
+    if pairing == "interleaved":  # features 2c and 2c+1
+        first, second = 2 * half, 2 * half + 1
+    else:  # features c and c + d/2
+        first, second = half, half + d_head // 2
+    cos_full, sin_full = np.empty((n, d_head), dtype), np.empty((n, d_head), dtype)
+    cos_full[:, first], cos_full[:, second] = cos, cos
+    sin_full[:, first], sin_full[:, second] = -sin, sin
+    partner = np.empty(d_head, dtype=np.intp)
+    partner[first], partner[second] = second, first
+    return cos_full, sin_full, partner
 
 
 def _silu_times(gate, up):
-    """``silu(gate) * up`` in 4 passes, ``gate * up / (1 + exp(-gate))``: where ``exp``
-    overflows (gate below about -88 in float32) the quotient is 0, silu's limit (the caller
-    silences the warning). Equal to :func:`attn_core.nn.silu` to rounding."""
-    e = np.exp(np.negative(gate))  # (..., d_ff)
-    e += 1
-    out = np.multiply(gate, up)
-    out /= e
-    return out
+    """``silu(gate) * up`` written over ``up`` (returned), ``gate`` used as scratch: both are
+    the caller's own buffers (the two halves of one product), so no (n, d_ff) array is
+    allocated. Four passes, ``gate * up / (1 + exp(-gate))``: where ``exp`` overflows (gate
+    below about -88 in float32) the quotient is 0, silu's limit (the caller silences the
+    warning). Equal to :func:`attn_core.nn.silu` times ``up`` to rounding."""
+    np.multiply(up, gate, out=up)  # (..., d_ff): gate * up
+    np.negative(gate, out=gate)
+    np.exp(gate, out=gate)  # exp(-gate)
+    gate += 1
+    np.divide(up, gate, out=up)
+    return up
 
 
-def _turn(x, cos, sin, pairing):
-    """RoPE in place on ``x`` (..., d_head) with ``cos``, ``sin`` broadcasting to (..., d/2)."""
-    d = x.shape[-1]
-    if pairing == "interleaved":
-        a, b = x[..., 0::2], x[..., 1::2]  # features 2c and 2c+1
-    else:
-        a, b = x[..., : d // 2], x[..., d // 2:]  # features c and c + d/2
-    ra, rb = a * cos - b * sin, a * sin + b * cos  # (..., d/2) each: the pair turned
-    a[...], b[...] = ra, rb
+def _turn(x, cos, sin, partner):
+    """RoPE in place on ``x`` (..., d_head), with ``cos``, ``sin`` broadcasting to it and
+    ``partner`` from :func:`_rope_table`: four passes and one temporary of ``x``'s size."""
+    turned = np.take(x, partner, axis=-1)  # (..., d): each feature's pair partner
+    turned *= sin
+    x *= cos
+    x += turned
     return x
 
 
@@ -172,7 +188,8 @@ class LLMDecoder:
         self.stacked = [(_stacked(layer[1:4]), _stacked(layer[6:8])) for layer in self.layers]
         dtype = self.wte.dtype
         self.scale = dtype.type(1 / np.sqrt(self.d_head))
-        self.cos, self.sin = _rope_table(capacity, self.d_head, o.rope_base, dtype)
+        self.cos, self.sin, self.partner = _rope_table(capacity, self.d_head, o.rope_base,
+                                                       dtype, o.pairing)
         shape = (config.n_layers, self.n_kv, capacity, self.d_head)
         self.keys, self.values = np.empty(shape, dtype), np.empty(shape, dtype)
         self.capacity, self.length = capacity, 0
@@ -182,34 +199,36 @@ class LLMDecoder:
         cache; returns the logits (vocab,) after its last token."""
         n = len(ids)
         h, kv, dh = self.n_heads, self.n_kv, self.d_head
-        cos, sin = self.cos[:n, None, :], self.sin[:n, None, :]  # (n, 1, d/2)
-        x = self.wte[ids]  # (n, d)
+        cos, sin = self.cos[:n, None, :], self.sin[:n, None, :]  # (n, 1, d)
+        x = np.take(self.wte, ids, axis=0)  # (n, d): a copy, added to in place below
         with checked_later():  # the logits are checked at the end
             for i, (g1, w_q, w_k, w_v, w_o, g2, w_g, w_u, w_d) in enumerate(self.params):
                 a = _rms_norm_parts(x, g1, self.eps)[0]  # (n, d)
-                w_qkv = self.stacked[i][0]
-                if w_qkv is not None:  # one product for q, k and v
-                    q, k, v = np.split(a @ w_qkv.T, (h * dh, (h + kv) * dh), axis=-1)
+                w_qkv, w_gu = self.stacked[i]
+                if w_qkv is not None:  # one product for q, k and v: (n, (h + 2 kv) dh)
+                    qkv = a @ w_qkv.T
                 else:
-                    q, k, v = a @ w_q, a @ w_k, a @ w_v
-                q = _turn(q.reshape(n, h, dh), cos, sin, self.pairing)  # (n, h, dh)
-                k = _turn(k.reshape(n, kv, dh), cos, sin, self.pairing)  # (n, kv, dh)
+                    qkv = np.concatenate([a @ w_q, a @ w_k, a @ w_v], axis=-1)
+                heads = qkv.reshape(n, h + 2 * kv, dh)  # a view (qkv is C-contiguous)
+                _turn(heads[:, :h + kv], cos, sin, self.partner)  # q's and k's, in place
+                q, k, v = heads[:, :h], heads[:, h:h + kv], heads[:, h + kv:]  # views
                 self.keys[i, :, :n] = k.swapaxes(0, 1)  # (kv, n, dh)
-                self.values[i, :, :n] = v.reshape(n, kv, dh).swapaxes(0, 1)
-                # grouped heads: query head j reads key/value head j // (h / kv)
+                self.values[i, :, :n] = v.swapaxes(0, 1)
+                # grouped heads: query head j reads key/value head j // (h / kv); the g
+                # heads of a group go through one product per query block (fast._groups)
                 q = q.swapaxes(0, 1).reshape(kv, h // kv, n, dh)  # (kv, g, n, dh)
                 k_all, v_all = self.keys[i, :, None, :n], self.values[i, :, None, :n]
                 heads = _fast_core(q, k_all, v_all, None, float(self.scale), True,
                                    (kv, h // kv), 1, BLOCK_BYTES)  # (kv, g, n, dh)
                 merged = heads.reshape(h, n, dh).swapaxes(0, 1).reshape(n, h * dh)
-                x = x + merged @ w_o
+                x += merged @ w_o  # x is this call's own array (wte[ids] copied the rows)
                 a = _rms_norm_parts(x, g2, self.eps)[0]
-                w_qkv, w_gu = self.stacked[i]
                 if w_gu is not None:  # one product for the gate and the up projection
-                    gate, up = np.split(a @ w_gu.T, 2, axis=-1)
+                    gu = a @ w_gu.T  # (n, 2 d_ff)
+                    gate, up = gu[:, :gu.shape[1] // 2], gu[:, gu.shape[1] // 2:]
                 else:
                     gate, up = a @ w_g, a @ w_u  # (n, d_ff) each
-                x = x + _silu_times(gate, up) @ w_d
+                x += _silu_times(gate, up) @ w_d
             y = _rms_norm_parts(x[-1], self.g_f, self.eps)[0]  # (d,): the last position
             logits = self.w_out @ y  # (vocab, d) @ (d,) -> (vocab,)
         check_result(logits, "the logits")
@@ -224,35 +243,34 @@ class LLMDecoder:
             raise ValueError(f"the decoder's buffers hold {self.capacity} tokens and are full:"
                              " start again with a cropped text")
         h, kv, dh = self.n_heads, self.n_kv, self.d_head
-        cos, sin = self.cos[t], self.sin[t]  # (d/2,)
-        x = self.wte[token]  # (d,), a copy
+        cos, sin = self.cos[t], self.sin[t]  # (d,)
+        x = self.wte[token].copy()  # (d,): this step's own, added to in place below
         with checked_later():  # the logits are checked at the end
             for i, (g1, w_q, w_k, w_v, w_o, g2, w_g, w_u, w_d) in enumerate(self.layers):
                 w_qkv, w_gu = self.stacked[i]
                 a = _rms_norm_parts(x, g1, self.eps)[0]  # (d,)
                 if w_qkv is not None:  # one product for q, k and v
-                    qkv = w_qkv @ a  # (h dh + 2 kv dh,): sliced, not np.split (its overhead)
-                    q, k, v = qkv[:h * dh], qkv[h * dh:(h + kv) * dh], qkv[(h + kv) * dh:]
+                    qkv = w_qkv @ a  # ((h + 2 kv) dh,)
                 else:
-                    q, k, v = w_q @ a, w_k @ a, w_v @ a
-                q = _turn(q.reshape(h, dh), cos, sin, self.pairing)
-                q *= self.scale  # (h, dh), scaled as attention() scales its queries
+                    qkv = np.concatenate([w_q @ a, w_k @ a, w_v @ a])
+                heads = qkv.reshape(h + 2 * kv, dh)  # a view: sliced, not np.split (overhead)
+                _turn(heads[:h + kv], cos, sin, self.partner)  # q's and k's, in place
                 keys, values = self.keys[i, :, :t + 1], self.values[i, :, :t + 1]
-                keys[:, t] = _turn(k.reshape(kv, dh), cos, sin, self.pairing)
-                values[:, t] = v.reshape(kv, dh)
+                keys[:, t], values[:, t] = heads[h:h + kv], heads[h + kv:]  # (kv, dh) each
+                q = heads[:h] * self.scale  # (h, dh), scaled as attention() scales queries
                 s = np.matmul(q.reshape(kv, h // kv, dh), keys.swapaxes(-1, -2))  # (kv, g, t+1)
                 s -= s.max(axis=-1, keepdims=True)
                 np.exp(s, out=s)
                 s *= 1 / s.sum(axis=-1, keepdims=True)
-                heads = np.matmul(s, values)  # (kv, g, t+1) @ (kv, t+1, dh) -> (kv, g, dh)
-                x = x + w_o @ heads.reshape(-1)  # heads in order j = kv_head * g + member
+                out = np.matmul(s, values)  # (kv, g, t+1) @ (kv, t+1, dh) -> (kv, g, dh)
+                x += w_o @ out.reshape(-1)  # heads in order j = kv_head * g + member
                 a = _rms_norm_parts(x, g2, self.eps)[0]
                 if w_gu is not None:  # one product for the gate and the up projection
                     gu = w_gu @ a  # (2 d_ff,)
                     gate, up = gu[:len(gu) // 2], gu[len(gu) // 2:]
                 else:
                     gate, up = w_g @ a, w_u @ a  # (d_ff,) each
-                x = x + w_d @ _silu_times(gate, up)
+                x += w_d @ _silu_times(gate, up)
             y = _rms_norm_parts(x, self.g_f, self.eps)[0]
             logits = self.w_out @ y  # (vocab, d) @ (d,) -> (vocab,)
         check_result(logits, "the logits")
