@@ -39,6 +39,7 @@ module                 figures
 ``real_llm``           the real LLM (17): first-token weight by layer; a head's map beside
                        the windowed losses
 ``alt``                a sentence saying what a figure shows, in the output's metadata
+``fast_draw``          explorers' redraws: nearest images by one gather, texts kept as pixels
 =====================  ==============================================================
 
 Every module's public names (its ``__all__``) are re-exported here, so a notebook writes
@@ -53,6 +54,7 @@ from . import (
     beyond_length,
     beyond_quadratic,
     cells,
+    fast_draw,
     gate_sinks,
     gpt,
     head_grids,
@@ -80,6 +82,7 @@ from .base import *  # noqa: F403
 from .beyond_length import *  # noqa: F403
 from .beyond_quadratic import *  # noqa: F403
 from .cells import *  # noqa: F403
+from .fast_draw import *  # noqa: F403
 from .gate_sinks import *  # noqa: F403
 from .gpt import *  # noqa: F403
 from .head_grids import *  # noqa: F403
@@ -100,7 +103,7 @@ from .real_llm import *  # noqa: F403
 from .recall import *  # noqa: F403
 from .training import *  # noqa: F403
 
-_MODULES = (alt, bars, base, beyond_length, beyond_quadratic, cells, gate_sinks, gpt,
+_MODULES = (alt, bars, base, beyond_length, beyond_quadratic, cells, fast_draw, gate_sinks, gpt,
             head_grids,
             head_mosaics, heatmaps,
             induction, kv_cache, lines,

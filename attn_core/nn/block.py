@@ -24,7 +24,7 @@ import numpy as np
 
 from .._validate import as_float_array, check_positive_int, check_result, checked_later
 from ..decoding import KVCache, append_kv, decode_step
-from ..gradients import _bias_grad, _multi_head_backward_parts, _weight_grad
+from ..gradients import _multi_head_backward_parts
 from ..masks import causal_mask
 from ..multihead import _affine, _merge, _multi_head_parts, _split
 from ..positions import rope
@@ -38,8 +38,9 @@ from .block_options import (
 from .gated_delta import gated_delta_backward_parts, gated_delta_parts
 from .layer_norm import _layer_norm_backward_parts, _layer_norm_parts, check_eps
 from .mlp import _mlp_backward_parts, _mlp_parts
+from .output_gate import _output_gate, _output_gate_backward
 from .rms_norm import _rms_norm_backward_parts, _rms_norm_parts
-from .swiglu import _sigmoid, _swiglu_backward_parts, _swiglu_parts
+from .swiglu import _swiglu_backward_parts, _swiglu_parts
 
 __all__ = ["ATTN_KEYS", "BLOCK_KEYS", "BlockOptions", "block_backward", "block_forward",
            "block_params", "block_shapes"]
@@ -145,15 +146,6 @@ def _ablated(attended, merged, w_o, n_heads, ablate, gate=None):
         change = new - own if gate is None else (new - own) * gate[..., cols]
         out += change @ w_o[cols]  # (..., n, d_head) @ (d_head, d) -> (..., n, d)
     return out
-
-
-def _output_gate(ln1, p, o):
-    """The output gate ``sigmoid(ln1 @ W_g + b_g)`` (..., n, n_heads d_head) of the block's
-    attention input ``ln1`` (..., n, d_model), one value per channel of every head's output;
-    None without ``output_gate``."""
-    if not o.output_gate:
-        return None
-    return _sigmoid(_affine(ln1, p["attn.w_g"], p.get("attn.b_g"), "the gate projection"))
 
 
 def _rotate(o, positions):
@@ -288,12 +280,10 @@ def _block_backward_parts(p, o, cache, grad_y):
                                        cache["weights"], grad_a, o.n_kv_heads, o.attention, gate)
     grads.update({f"attn.{k}": v for k, v in g.items() if k != "x" and f"attn.{k}" in p})
     grad_ln1 = g["x"]
-    if gate is not None:  # gate = sigmoid(s), s = ln1 @ w_g + b_g: ds = dgate gate (1 - gate)
-        grad_s = g["gate"] * gate * (1 - gate)  # (..., n, h * d_head)
-        grads["attn.w_g"] = _weight_grad(cache["ln1"], grad_s)
-        if "attn.b_g" in p:
-            grads["attn.b_g"] = _bias_grad(grad_s)
-        grad_ln1 = grad_ln1 + grad_s @ p["attn.w_g"].T  # (..., n, h d) @ (h d, d_model)
+    if gate is not None:  # the output gate's own weights, and its share of d loss / d ln1
+        g_gate, grad_ln1_gate = _output_gate_backward(cache["ln1"], p, gate, g["gate"])
+        grads.update(g_gate)
+        grad_ln1 = grad_ln1 + grad_ln1_gate
     grad_x1, g = _norm_backward(cache, "ln1", p, o, grad_ln1)
     grads.update(g)
     return grad_a + grad_x1, {k: grads[k] for k in p if k in grads}
