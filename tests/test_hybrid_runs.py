@@ -77,6 +77,7 @@ def test_the_stored_recall_is_recomputed(model):
         assert again[key] == pytest.approx(stored[key], abs=ATOL), key
 
 
+@pytest.mark.slow  # all 661 windows through three 4-layer models (make test and CI run it)
 def test_the_hybrids_validation_loss_is_recomputed(data):
     _, _, val_ids = data
     ck, tr = load_hybrid_run("hybrid")
