@@ -297,9 +297,10 @@ def test_a_long_question_stays_under_the_memory_bound(tmp_path):
 
 def test_after_changes_the_frames_are_a_fresh_explorers_at_that_state(ex):
     c = ex.controls
+    errors = len(ex.errors)  # the module's explorer may carry an earlier test's error
     for layer, head, window, sinks in [(3, 2, 128, 1), (30, 9, 64, 4), (12, 5, 256, 0)]:
         c["layer"].value, c["head"].value = layer, head
         c["window"].value, c["sinks"].value = window, sinks
     fresh = lx.llm_explorer(background=False, layer=12, head=5, window=256, n_sink=0)
-    assert ex.errors == [] and fresh.errors == []
+    assert ex.errors[errors:] == [] and fresh.errors == []
     assert_same_frames(ex, fresh)
