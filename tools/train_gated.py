@@ -7,6 +7,9 @@ Two settings, each with ``output_gate=False`` and ``True``, same seeds, data, st
 * ``induction``: notebook 15's two-layer attention-only model on repeated random tokens
   (``train_induction.py``'s model, task and settings), seeds 0, 1, 2: the smallest model of the
   course with a sink (its second layer parks weight on position 0 where nothing repeats).
+* ``induction_long``: the same model, task and seeds trained three times as long
+  (``LONG_STEPS``), with and without the gate (both trained here: no ungated run of that length
+  is stored elsewhere): does the sink shrink with the gate given more training?
 * ``gpt``: the tiny GPT of notebook 14 (``train_gpt.py``'s model and settings) on the
   characters, seed 0: no sink without the gate (notebook 16).
 
@@ -20,9 +23,12 @@ batches. One BLAS thread. Run from the repository root, from a committed tree::
 
     nice -n 10 python tools/train_gated.py --part induction      # about 3 minutes of CPU
     nice -n 10 python tools/train_gated.py --part gpt --seed 0   # about 4-5
+    nice -n 10 python tools/train_gated.py --part induction_long # about 12
     python tools/train_gated.py --merge                          # measures, writes the files
 
-Each part writes ``build/gate-parts/<part>.npz`` and ``.json``; ``--merge`` adds the stored
+Each part writes ``build/gate-parts/<part>.npz`` and ``.json``; ``--merge`` starts from the
+runs already stored (so a part trained in an earlier session is kept: its commit stays in
+``commits``), replaces those a part in ``build/gate-parts`` trained again, adds the stored
 ungated runs, measures every run (``attn_core.nn.gate_sinks``, float64) and writes the two
 stored files.
 """
@@ -64,8 +70,10 @@ PARTS = ROOT / "build" / "gate-parts"
 INDUCTION_SEEDS = (0, 1, 2)
 #: Key positions whose value is zeroed, one at a time (0: the candidate sink; the others: the
 #: control); the losses are averaged over the predictions ``SCORED`` of each setting.
-ZEROED = {"induction": (0, 1, 2, 3), "gpt": (0, 1, 2, 4, 8)}
-SCORED = {"induction": (14, None), "gpt": (12, None)}
+ZEROED = {"induction": (0, 1, 2, 3), "induction_long": (0, 1, 2, 3), "gpt": (0, 1, 2, 4, 8)}
+SCORED = {"induction": (14, None), "induction_long": (14, None), "gpt": (12, None)}
+#: Steps of the ``induction_long`` part (notebook 15's 2500, three times).
+LONG_STEPS = 3 * ti.TRAIN["steps"]
 #: The tiny GPT is measured on the first held-out windows (of 661).
 GPT_WINDOWS = 256
 
@@ -101,6 +109,8 @@ def train_tiny_gpt(seed, gate, steps=None):
 
 
 def train_part(part, seeds, steps=None, parts=PARTS, gates=(True,)):
+    if part == "induction_long":  # both trained: no ungated run of this length is stored
+        steps, gates = steps or LONG_STEPS, (False, True)
     commit = tg.git_commit()  # the tree the runs are trained from (read before, not after)
     parts.mkdir(parents=True, exist_ok=True)
     runs, arrays = {}, {}
@@ -108,7 +118,7 @@ def train_part(part, seeds, steps=None, parts=PARTS, gates=(True,)):
         for gate in gates:
             cpu = time.process_time()
             with blas_threads(tg.THREADS):
-                config, run = (train_induction if part == "induction" else train_tiny_gpt)(
+                config, run = (train_tiny_gpt if part == "gpt" else train_induction)(
                     seed, gate, steps)
             name = run_name(part, seed, gate)
             runs[name] = dict(part=part, seed=seed, output_gate=gate,
@@ -120,7 +130,7 @@ def train_part(part, seeds, steps=None, parts=PARTS, gates=(True,)):
             arrays.update({f"{name}/{k}": v for k, v in run.params.items()})
             print(f"{name}: val {run.val_losses[-1]:.4f}, {runs[name]['cpu_seconds']} s CPU",
                   flush=True)
-    tag = part if part == "induction" else f"{part}.s{'-'.join(map(str, seeds))}"
+    tag = part if part != "gpt" else f"{part}.s{'-'.join(map(str, seeds))}"
     np.savez_compressed(parts / f"{tag}.npz", **arrays)
     meta = dict(commit=commit, load_average=[round(x, 1) for x in os.getloadavg()],
                 runs=runs)
@@ -137,7 +147,7 @@ def measure(part, params, config):
     """The measurements of one run (float64)."""
     p64 = {k: v.astype(np.float64) for k, v in params.items()}
     out = {}
-    if part == "induction":
+    if part != "gpt":
         b = eval_batches()
         ids, labels = b["repeat"]
         first, second = copy_losses(p64, config, ids, labels)
@@ -207,8 +217,21 @@ def stored_plain_runs(seeds_of):
     return runs, arrays
 
 
+def _stored_trained_runs():
+    """The runs of the stored trace that a part trained (not the ungated runs it reads back),
+    with their arrays and commits: the starting point of a merge."""
+    if not GATE_TRACE_PATH.exists():
+        return {}, {}, set(), []
+    trace = json.loads(GATE_TRACE_PATH.read_text(encoding="utf-8"))
+    runs = {n: {k: v for k, v in r.items() if k != "measures"}
+            for n, r in trace["runs"].items() if "source" not in r}
+    with np.load(GATE_RUNS_PATH) as f:
+        arrays = {k: f[k] for k in f.files if k.split("/")[0] in runs}
+    return runs, arrays, set(trace["commits"]), list(trace["part_load_averages"])
+
+
 def merge():
-    runs, arrays, commits, loads = {}, {}, set(), []
+    runs, arrays, commits, loads = _stored_trained_runs()
     for meta_path in sorted(PARTS.glob("*.json")):
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         commits.add(meta["commit"])
@@ -234,6 +257,7 @@ def merge():
                  train_cpu_seconds=round(sum(r["cpu_seconds"] for r in runs.values()), 1),
                  induction=dict(task=TASK, model=ti.MODEL, init_std=ti.INIT_STD,
                                 train=ti.TRAIN),
+                 induction_long=dict(steps=LONG_STEPS),
                  gpt=dict(model=tg.MODEL, train=tg.TRAIN, windows=GPT_WINDOWS),
                  zeroed=ZEROED, scored=SCORED, numpy=np.__version__, cpu=tg.cpu_features(),
                  runs=runs)
@@ -244,7 +268,7 @@ def merge():
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=("induction", "gpt"))
+    ap.add_argument("--part", choices=("induction", "induction_long", "gpt"))
     ap.add_argument("--seed", type=int, nargs="+", default=None)
     ap.add_argument("--merge", action="store_true")
     ap.add_argument("--steps", type=int, default=None, help="fewer steps, a try: written to "
@@ -255,7 +279,7 @@ def main(argv=None):
         return 0
     if args.part is None:
         ap.error("give --part or --merge")
-    seeds = args.seed or (INDUCTION_SEEDS if args.part == "induction" else (0,))
+    seeds = args.seed or (INDUCTION_SEEDS if args.part != "gpt" else (0,))
     if args.steps:
         train_part(args.part, seeds, args.steps, ROOT / "build" / "gate-try")
         return 0

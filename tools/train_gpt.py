@@ -100,6 +100,22 @@ def paths_for(attention, out_dir=None):
     return ck, trace
 
 
+def timed_run(config, train_ids, val_ids, train, seed):
+    """Train (``train_gpt`` with the settings ``train``, one BLAS thread), printing the loss
+    every 100 steps; returns ``(run, seconds, cpu_seconds, load)`` (``load``: the
+    :class:`LoadMeter` of the run). The one training loop of this script and of
+    ``tools/train_hybrid.py``."""
+    def progress(step, loss):
+        if step % 100 == 0:
+            print(f"step {step:5d}  loss {loss:.4f}  {time.perf_counter() - start:6.1f} s, "
+                  f"cpu {time.process_time() - cpu0:6.1f} s", flush=True)
+
+    start, cpu0 = time.perf_counter(), time.process_time()
+    with blas_threads(THREADS), LoadMeter() as load:
+        run = train_gpt(config, train_ids, val_ids, seed=seed, callback=progress, **train)
+    return run, time.perf_counter() - start, time.process_time() - cpu0, load
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=TRAIN["steps"])
@@ -116,17 +132,7 @@ def main(argv=None):
     print(f"{config}\ntrain {len(train_ids)} / val {len(val_ids)} characters; "
           f"unigram {uni:.4f}, bigram {bi:.4f} nats/char", flush=True)
 
-    def progress(step, loss):
-        if step % 100 == 0:
-            print(f"step {step:5d}  loss {loss:.4f}  {time.perf_counter() - start:6.1f} s",
-                  flush=True)
-
-    start = time.perf_counter()
-    cpu0 = time.process_time()
-    with blas_threads(THREADS), LoadMeter() as load:
-        run = train_gpt(config, train_ids, val_ids, seed=SEED, callback=progress, **train)
-    seconds = time.perf_counter() - start
-    cpu_seconds = time.process_time() - cpu0
+    run, seconds, cpu_seconds, load = timed_run(config, train_ids, val_ids, train, SEED)
     with blas_threads(THREADS):
         val_text = text_loss(run.params, config, val_ids)
     print(f"done in {seconds:.1f} s; validation loss {run.val_losses[-1]:.4f} on the fixed "

@@ -115,10 +115,12 @@ def copy_by_length(params, config, batches):
 VARIANTS = (("linear", 2), ("linear", 1), ("softmax", 1))
 
 
-def train_variant(seed, attention, n_heads, steps):
+def train_variant(seed, attention, n_heads, steps, n_layers=2):
     """One run of the sweep: the stored runs' model, task and settings, with ``attention``
-    and ``n_heads`` heads per layer; returns the ``TrainResult``."""
-    config = GPTConfig(TASK["vocab_size"], TASK["n_ctx"], n_layers=2,
+    (one mixer, or one per layer) and ``n_heads`` heads per layer; returns
+    ``(config, TrainResult)``. ``n_layers=4`` is notebook 19's hybrid comparison
+    (``tools/train_hybrid.py --copy``)."""
+    config = GPTConfig(TASK["vocab_size"], TASK["n_ctx"], n_layers=n_layers,
                        **dict(MODEL, n_heads=n_heads), attention=attention)
     init = init_gpt(config, np.random.default_rng(seed), std=INIT_STD)
     val = [sampler()(np.random.default_rng(TASK["eval_seed"] + 1), TASK["eval_batch"])]

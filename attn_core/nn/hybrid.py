@@ -40,12 +40,21 @@ HYBRID_MODELS = {"hybrid": hybrid_layers(4, 4), "softmax": ("softmax",) * 4,
 RECALL_SEED = 1948
 
 
-def hybrid_paths(model):
-    """``(checkpoint, trace)`` paths of a stored run (``model`` a key of :data:`HYBRID_MODELS`)."""
+#: The three stacks trained on the copy task (``tools/train_hybrid.py --copy``).
+HYBRID_COPY_PATH = HYBRID_DATA / "hybrid-copy.npz"
+HYBRID_COPY_TRACE = HYBRID_DATA / "hybrid-copy-trace.json"
+
+
+def hybrid_paths(model, seed=0):
+    """``(checkpoint, trace)`` paths of a stored run (``model`` a key of :data:`HYBRID_MODELS`);
+    seed 0's run stores its weights, another seed only its trace (checkpoint ``None``)."""
     if model not in HYBRID_MODELS:
         raise ValueError(f"model must be one of {tuple(HYBRID_MODELS)}, got {model!r}")
-    return (HYBRID_DATA / f"hybrid-{model}-checkpoint.npz",
-            HYBRID_DATA / f"hybrid-{model}-trace.json")
+    seed = check_positive_int(seed, "seed", minimum=0)
+    if seed == 0:
+        return (HYBRID_DATA / f"hybrid-{model}-checkpoint.npz",
+                HYBRID_DATA / f"hybrid-{model}-trace.json")
+    return None, HYBRID_DATA / f"hybrid-{model}-s{seed}-trace.json"
 
 
 @functools.lru_cache(maxsize=3)

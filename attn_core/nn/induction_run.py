@@ -155,9 +155,13 @@ def measures(params, config, ids, labels, ablate=None, induction=True):
 
 def copy_losses(params, config, ids, labels, ablate=None):
     """``(first, second)``: mean loss on the tokens of the first and of the second copy (the
-    labels of :func:`~attn_core.induction.repeated_tokens`)."""
-    m = measures(params, config, ids, labels, ablate)
-    return m["first"], m["second"]
+    labels of :func:`~attn_core.induction.repeated_tokens`); no attention maps are read, so
+    any mixer's model is measured (a gated-delta layer's weights are not maps)."""
+    ids, labels = _check_batch(config, ids, labels)
+    logits, _ = gpt_forward(params, config, ids[:, :-1], ablate)
+    losses = next_token_losses(logits, ids)  # (batch, n - 1)
+    lab = np.asarray(labels)[:, 1:]
+    return float(losses[lab == FIRST].mean()), float(losses[lab == SECOND].mean())
 
 
 def icl(params, config, ids, labels):
