@@ -197,3 +197,25 @@ def test_window_losses_and_recall_against_plain_loops():
         copy_recall(p, cfg, segment=5)
     with pytest.raises(ValueError, match="n_ctx"):
         window_losses(p, cfg, text[:8])
+
+
+def test_hybrid_paths_by_seed_and_the_copy_runs_refused_by_name():
+    from attn_core.nn.hybrid import hybrid_copy_model, hybrid_paths
+
+    ck, trace = hybrid_paths("linear")
+    assert ck.name == "hybrid-linear-checkpoint.npz" and trace.name == "hybrid-linear-trace.json"
+    ck, trace = hybrid_paths("linear", 2)
+    assert ck is None and trace.name == "hybrid-linear-s2-trace.json"
+    assert_clear_error(lambda: hybrid_paths("mamba"), ValueError, r"model.*mamba")
+    assert_clear_error(lambda: hybrid_paths("linear", -1), ValueError, r"seed.*-1")
+    assert_clear_error(lambda: hybrid_paths("linear", 1.5), TypeError, r"seed.*1.5")
+    trace = {"seeds": [0, 1], "config": dict(vocab_size=5, n_ctx=4, d_model=4, n_heads=2,
+                                             mlp=False, n_layers=4)}
+    arrays = {"s1.hybrid/a": np.zeros(2), "s1.softmax/a": np.ones(2), "s0.hybrid/a": np.ones(3)}
+    params, config = hybrid_copy_model(trace, arrays, 1, "hybrid")
+    assert list(params) == ["a"] and params["a"].shape == (2,) and not params["a"].any()
+    assert config.layers == HYBRID and not config.mlp
+    assert_clear_error(lambda: hybrid_copy_model(trace, arrays, 2, "hybrid"), ValueError,
+                       r"seed.*2")
+    assert_clear_error(lambda: hybrid_copy_model(trace, arrays, 0, "gdn"), ValueError,
+                       r"model.*gdn")

@@ -246,3 +246,32 @@ def test_gated_init_shares_the_ungated_draws_and_adds_the_gate():
     assert a["h1.attn.w_g"].std() > 0 and not a["h1.attn.b_g"].any()
     with pytest.raises(TypeError, match="rng_of"):
         gated_init(cfg, np.random.default_rng(3))
+
+
+def test_the_long_runs_are_stored_and_their_first_steps_rerun():
+    """The ``induction_long`` part: both variants trained (three times 15's steps), same seeds;
+    its first steps re-run, and the plain long run starts as 15's stored run does (same seed,
+    same initial weights and batches: only the schedule's length differs)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    import train_gated
+
+    trace, params_of = load_gate_runs()
+    long = {n: r for n, r in trace["runs"].items() if r["part"] == "induction_long"}
+    assert set(long) == {train_gated.run_name("induction_long", s, g)
+                         for s in train_gated.INDUCTION_SEEDS for g in (False, True)}
+    for name, r in long.items():
+        assert r["settings"]["steps"] == train_gated.LONG_STEPS == len(r["losses"])
+        assert "source" not in r and r["cpu_seconds"] > 0
+        p, cfg = params_of(name)
+        assert cfg.output_gate == r["output_gate"] == name.endswith("gated")
+    for gate in (False, True):
+        _, run = train_gated.train_induction(2, gate, steps=3)
+        np.testing.assert_allclose(
+            run.losses, long[train_gated.run_name("induction_long", 2, gate)]["losses"][:3],
+            atol=1e-4)
+    # the warm-up's learning rates do not depend on the run's length: 15's first losses
+    short = trace["runs"]["induction.s2.gated"]["losses"][:3]
+    np.testing.assert_allclose(long["induction_long.s2.gated"]["losses"][:3], short, atol=1e-4)

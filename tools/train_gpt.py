@@ -55,11 +55,14 @@ VAL_FRACTION = 0.1
 
 
 def git_commit():
-    """The HEAD commit, with ``+dirty`` if tracked files differ from it."""
+    """The HEAD commit, with ``+dirty`` if tracked files other than the stored outputs
+    (``attn_core/data/``, which one run of these tools writes while the next starts beside it)
+    differ from it."""
     def run(*args):
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout
     commit = run("rev-parse", "HEAD").strip() or "unknown"
-    dirty = run("status", "--porcelain", "--untracked-files=no").strip()
+    dirty = run("status", "--porcelain", "--untracked-files=no", "--", ".",
+                ":(exclude)attn_core/data").strip()
     return commit + ("+dirty" if dirty else "")
 
 

@@ -107,8 +107,11 @@ from .hybrid import (
     HYBRID_MODELS,
     RECALL_SEED,
     copy_recall,
+    hybrid_copy_model,
     hybrid_paths,
+    load_hybrid_copy,
     load_hybrid_run,
+    load_hybrid_traces,
     window_losses,
 )
 from .induction_run import (
@@ -307,8 +310,11 @@ __all__ = [
     "HYBRID_MODELS",
     "RECALL_SEED",
     "copy_recall",
+    "hybrid_copy_model",
     "hybrid_paths",
+    "load_hybrid_copy",
     "load_hybrid_run",
+    "load_hybrid_traces",
     "window_losses",
     "GATE_KEYS",
     "GATE_RUNS_PATH",

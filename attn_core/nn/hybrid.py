@@ -6,6 +6,8 @@ The measures:
 
 * :func:`window_losses`: the validation text's loss per window of ``n_ctx`` characters (their
   mean, and the standard error over windows);
+* the seeds' traces (:func:`load_hybrid_traces`) and the same three stacks trained on the
+  copy task (:func:`load_hybrid_copy`, :func:`hybrid_copy_model`): recall where it is learnt;
 * :func:`copy_recall`: recall, for a language model: random characters, then the same
   characters again (``repeated_tokens`` of notebook 15/18's copy task); the accuracy (and the
   loss) of the next-character prediction on the second copy, whose characters the context
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._validate import check_positive_int
+from .._validate import check_positive_int, perturb_init
 from ..hybrid_cost import hybrid_layers
 from ..induction import FIRST, SECOND, repeated_tokens
 from .checkpoint import load_checkpoint
@@ -28,8 +30,9 @@ from .embeddings import check_ids
 from .gpt import GPTConfig, gpt_forward
 from .loss import log_softmax
 
-__all__ = ["HYBRID_DATA", "HYBRID_MODELS", "RECALL_SEED", "copy_recall", "hybrid_paths",
-           "load_hybrid_run", "window_losses"]
+__all__ = ["HYBRID_COPY_PATH", "HYBRID_COPY_TRACE", "HYBRID_DATA", "HYBRID_MODELS",
+           "HYBRID_SEEDS", "RECALL_SEED", "copy_recall", "hybrid_copy_model", "hybrid_paths",
+           "load_hybrid_copy", "load_hybrid_run", "load_hybrid_traces", "window_losses"]
 
 HYBRID_DATA = Path(__file__).resolve().parents[1] / "data"
 #: The three runs: each layer's mixer (the hybrid's softmax layer last, as Qwen3-Next's
@@ -63,6 +66,48 @@ def load_hybrid_run(model):
     as read-only)."""
     ck_path, trace_path = hybrid_paths(model)
     return load_checkpoint(ck_path), json.loads(trace_path.read_text(encoding="utf-8"))
+
+
+#: The seeds of the stored runs (seed 0 with its weights, the others their traces).
+HYBRID_SEEDS = (0, 1, 2)
+
+
+@functools.lru_cache(maxsize=3)
+def load_hybrid_traces(model):
+    """The traces of every stored seed of ``model``, in the order of :data:`HYBRID_SEEDS`
+    (cached: treat as read-only)."""
+    out = []
+    for seed in HYBRID_SEEDS:
+        path = hybrid_paths(model, seed)[1]
+        trace = json.loads(path.read_text(encoding="utf-8"))
+        if trace["seed"] != seed or trace["model"] != model:
+            raise ValueError(f"{path.name} holds seed {trace['seed']} of {trace['model']!r}, "
+                             f"expected seed {seed} of {model!r}")
+        out.append(trace)
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1)
+def load_hybrid_copy():
+    """``(trace, arrays)``: ``tools/train_hybrid.py --copy``'s stored runs (the three stacks
+    trained on the copy task; cached: treat as read-only). :func:`hybrid_copy_model` picks
+    one run out."""
+    trace = json.loads(HYBRID_COPY_TRACE.read_text(encoding="utf-8"))
+    with np.load(HYBRID_COPY_PATH) as f:
+        arrays = {k: perturb_init(f[k]) for k in f.files}  # CI's one-ulp pass nudges them
+    return trace, arrays
+
+
+def hybrid_copy_model(trace, arrays, seed, model):
+    """``(params, config)`` of one stored copy-task run (``seed`` of ``trace["seeds"]``,
+    ``model`` a key of :data:`HYBRID_MODELS`)."""
+    if model not in HYBRID_MODELS:
+        raise ValueError(f"model must be one of {tuple(HYBRID_MODELS)}, got {model!r}")
+    if seed not in trace["seeds"]:
+        raise ValueError(f"seed must be one of the stored seeds {trace['seeds']}, got {seed!r}")
+    prefix = f"s{seed}.{model}/"
+    params = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+    return params, GPTConfig(**trace["config"], attention=HYBRID_MODELS[model])
 
 
 def _token_log_probs(params, config, ids):
