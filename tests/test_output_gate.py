@@ -205,7 +205,9 @@ def test_the_stored_runs_slice():
     trace, params_of = load_gate_runs()
     # the ungated runs are 14's and 15's stored runs, which the tool's own training reproduced
     # (15's trace keeps its losses to 4 decimals)
-    assert all(r["reproduced"] < 1e-4 for r in trace["runs"].values() if not r["output_gate"])
+    read_back = [r for r in trace["runs"].values() if "source" in r]
+    assert {r["part"] for r in read_back} == {"induction", "gpt"}
+    assert all(not r["output_gate"] and r["reproduced"] < 1e-4 for r in read_back)
     # the first steps of a gated run, retrained here, give its stored losses
     _, run = train_gated.train_induction(1, True, steps=3)
     np.testing.assert_allclose(run.losses, trace["runs"]["induction.s1.gated"]["losses"][:3],
