@@ -1,6 +1,7 @@
 """The explorers' PNG writer (attn_core.explorers.png) against Pillow's PNG reader."""
 
 import io
+import zlib
 
 import numpy as np
 import pytest
@@ -106,6 +107,14 @@ def test_a_raw_frame_round_trips_and_is_refused_where_malformed():
         raw_rgb(rgba[..., 0])
 
 
+def idat_rows(png):
+    """The filtered rows of a PNG's one IDAT chunk, through ``zlib.decompress``, which checks
+    the stream's Adler-32 (PngStream combines the bands' sums: a wrong one fails here)."""
+    at = png.index(b"IDAT")
+    length = int.from_bytes(png[at - 4:at], "big")
+    return zlib.decompress(png[at + 4:at + 4 + length])
+
+
 def test_a_png_stream_gives_every_frame_whole_recompressing_only_changed_bands():
     """PngStream (issue 47) against Pillow's reader on successive edits of one frame: each PNG
     decodes to that frame's pixels; a change inside one band re-compresses that band only (and
@@ -123,9 +132,11 @@ def test_a_png_stream_gives_every_frame_whole_recompressing_only_changed_bands()
     for k, (rows, cols) in enumerate([(slice(None), slice(None)), *edits]):
         if k:
             frame[rows, cols, :3] = g.integers(0, 256, size=frame[rows, cols, :3].shape)
-        image = decoded(stream.png(frame))
+        png = stream.png(frame)
+        image = decoded(png)
         assert image.mode == "RGBA"
         np.testing.assert_array_equal(np.asarray(image), frame, err_msg=f"edit {k}")
+        assert len(idat_rows(png)) == frame.shape[0] * (1 + 4 * frame.shape[1])
         if k == 0 or k == len(edits):
             assert stream.recompressed == frame.shape[0]
         elif k == 2:  # two rows inside the second band, the third row unchanged after them

@@ -140,3 +140,32 @@ def test_fast_redraws_leaves_other_artists_alone():
     (line,) = ax.plot([0, 1], [0, 1])
     fast_redraws(smooth, boxed, line)
     assert [type(a).__name__ for a in (smooth, boxed, line)] == ["AxesImage", "Text", "Line2D"]
+
+
+def test_the_heads_mosaic_draws_matplotlibs_pixels_for_every_head_count():
+    """The heads explorer's mosaic (figures.head_mosaic, a NearestImage since issue 47: its
+    resampling was most of a change): transparent gaps between the maps, a new tiling per
+    head count; the same pixels as matplotlib alone draws."""
+    from matplotlib.image import AxesImage
+
+    from attn_core.explorers.heads import HEADS_AXES_RECT, HEADS_FIGSIZE
+    from attn_core.figures import head_mosaic, update_head_mosaic
+
+    rng = np.random.default_rng(3)
+    tokens = ["the", "cat", "sat", "on", "a", "mat", "and", "then", "slept", "."]
+    arts = []
+    for fast in (False, True):
+        fig = _figure(HEADS_FIGSIZE)
+        art = head_mosaic(rng.random((1, 10, 10)), tokens, ax=fig.add_axes(HEADS_AXES_RECT))
+        if not fast:
+            art.image.__class__ = AxesImage  # matplotlib's own resampling
+        arts.append(art)
+    plain, fast = arts
+    assert type(fast.image) is NearestImage
+    for heads in (1, 2, 8, 16, 4, 2):
+        weights = rng.random((heads, 10, 10))
+        for art in arts:
+            update_head_mosaic(art, weights)
+        np.testing.assert_array_equal(_pixels(fast.ax.figure), _pixels(plain.ax.figure),
+                                      err_msg=f"{heads} heads")
+        assert fast.image._nearest_plan[1] is not None  # the gather drew them

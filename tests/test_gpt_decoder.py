@@ -163,3 +163,53 @@ def test_bad_input_still_fails_by_name_at_generates_boundary():
                        ValueError, "temperature")
     assert_clear_error(lambda: generate(params, CONFIG, np.array([1]), 2, top_k=14),
                        ValueError, "top_k")
+
+
+def test_a_full_windows_first_block_rows_are_the_windows_own_product(checkpoint):
+    """The rows kept per (token, position) (DecoderWeights.first_qkv) are, bit for bit, what
+    the window's own product gives: the same logits as without them; a shorter window is
+    computed as before (None)."""
+    from attn_core.nn.gpt_decoder import DecoderWeights, _norm
+
+    ck, params = checkpoint
+    weights = DecoderWeights(params, ck.config)
+    g1, b1, w_qkv, b_qkv = weights.layers[0][:4]
+    n_ctx = ck.config.n_ctx
+    for text in ("Sampling through the cache, one character at a time: the window is full",
+                 "a" * n_ctx, "The attention " * 5):
+        ids = np.asarray(ck.vocab.encode(text))[:n_ctx]
+        own = _norm(params["wte"][ids] + params["wpe"][:n_ctx], g1, b1, weights.eps) @ w_qkv
+        own += b_qkv
+        assert np.array_equal(weights.first_qkv(ids), own), text
+        assert weights.first_qkv(ids[:-1]) is None
+    ids = np.asarray(ck.vocab.encode("The attention " * 5))[:n_ctx]
+    kept = GPTDecoder(params, ck.config, n_ctx, weights=weights).start(ids)  # rows kept
+    fresh = GPTDecoder(params, ck.config, n_ctx).start(ids)  # rows made for this window
+    assert np.array_equal(kept, fresh)
+
+
+def test_the_loops_row_probabilities_are_next_token_probs_bit_for_bit():
+    """_row_probs (the sampling loop's) against _probs (next_token_probs'): the same numbers
+    on random rows with -inf entries, ties, tiny and large temperatures and every top-k; NaN
+    or +inf logits raise the same error."""
+    import warnings
+
+    from attn_core.nn.generate import _probs, _row_probs
+
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        v = int(rng.integers(2, 100))
+        z = rng.standard_normal(v) * rng.choice([0.1, 1, 10, 300])
+        if rng.random() < 0.3:
+            z[rng.integers(0, v, size=int(rng.integers(1, v)))] = -np.inf
+        if rng.random() < 0.2:
+            z = np.round(z)  # ties at the k-th logit
+        temperature = float(rng.choice([1e-3, 0.05, 0.7, 1.0, 2.0]))
+        top_k = None if rng.random() < 0.3 else int(rng.integers(1, v + 1))
+        assert np.array_equal(_row_probs(z, temperature, top_k),
+                              _probs(z[None], temperature, top_k)[0]), (z, temperature, top_k)
+    for bad in (np.array([1.0, np.nan]), np.array([1.0, np.inf])):
+        with warnings.catch_warnings(), pytest.raises(ValueError, match="overflowed"):
+            warnings.simplefilter("ignore", RuntimeWarning)  # _probs' (z - max) of a NaN
+            _probs(bad[None], 1.0, None)
+        assert_clear_error(lambda z=bad: _row_probs(z, 1.0, None), ValueError, "overflowed")

@@ -109,9 +109,13 @@ def test_the_head_sliders_never_sample_and_same_settings_same_text(model):
         ex.controls["layer"].value, ex.controls["head"].value = layer, head
     assert ex.samples == samples and ex.forward_passes == passes
     assert ex.shown()["continuation"] == text
+    readout = ex.readout.value
     ex.controls["temperature"].value = 0.3
+    assert ex.samples == samples + 1
     ex.controls["temperature"].value = 1.0
-    assert ex.shown()["continuation"] == text  # seeded: the same draw again
+    assert ex.shown()["continuation"] == text  # seeded: the same draw again ...
+    assert ex.samples == samples + 1  # ... kept (GENERATIONS_KEPT), not drawn again
+    assert ex.readout.value == readout
     ex.controls["resample"].click()
     assert ex.seed == 1 and ex.shown()["continuation"] != text
     assert ex.forward_passes == passes  # only a new prompt runs the prompt again

@@ -155,3 +155,39 @@ class _Canvas:
         out = io.BytesIO()
         self.figure.savefig(out, format="png", dpi=self.figure.dpi, bbox_inches="tight")
         return out.getvalue()
+
+
+class _HalvesCanvas(_Canvas):
+    """A canvas whose top and bottom halves are redrawn apart (the bars, the map).
+
+    Both halves' dynamic artists are drawn on a full render (a new background); after that,
+    :meth:`render_halves` restores only the halves that changed from the cached background
+    and draws their artists, leaving the other half's pixels as the last frame left them.
+    """
+
+    _cut = None
+
+    def render_halves(self, top, bottom, split_y, changed, static_key):
+        """PNG bytes after redrawing the ``changed`` halves (``"top"``, ``"bottom"``).
+
+        ``split_y()`` gives the height (display pixels from the bottom) between the halves;
+        it is asked once, when the layout is fixed.
+        """
+        canvas = self.figure.canvas
+        if self.ensure_background([*top, *bottom], static_key):
+            changed = ("top", "bottom")
+        background = self._backgrounds[static_key]
+        width, height = canvas.get_width_height()
+        if self._cut is None:
+            self._cut = int(round(height - split_y()))  # Agg's rows are counted from the top
+        cut = self._cut
+        boxes = {"top": (0, 0, width, cut), "bottom": (0, cut, width, height)}
+        renderer = canvas.get_renderer()
+        for half, artists in (("top", top), ("bottom", bottom)):
+            if half in changed:
+                # xy: where the saved region's corner goes (the whole figure's: 0, 0)
+                canvas.restore_region(background, bbox=boxes[half], xy=(0, 0))
+                for a in artists:
+                    if a.get_visible():
+                        a.draw(renderer)
+        return _png(canvas)

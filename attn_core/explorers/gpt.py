@@ -28,6 +28,7 @@ from __future__ import annotations
 import html
 import threading
 import time
+from collections import OrderedDict
 
 import ipywidgets as W
 import numpy as np
@@ -43,22 +44,24 @@ from .base import (
     STYLE,
     TEXT_COLOR,
     Explorer,
-    _Canvas,
     _choice_slider,
     _in_kernel,
-    _png,
     _row,
     _slider,
     _table,
     _text_of,
     read_tables,
 )
+from .frames import _HalvesCanvas
 
 __all__ = ["GPTExplorer", "gpt_explorer", "top_chars"]
 
 DEFAULT_PROMPT = "The attention "
 #: Characters sampled after the prompt at every change of temperature, top-k or seed.
 N_NEW = 200
+#: Continuations kept, the latest first (about 0.2 MB each: their probabilities and logits):
+#: a temperature, top-k or seed set again shows its text at once, the same seeded draw.
+GENERATIONS_KEPT = 32
 #: Bars of the next-character distribution (the most likely first).
 N_BARS = 16
 #: The map shows at most the prompt's last this many characters: more would shrink its
@@ -78,42 +81,6 @@ STREAM_EVERY = 0.05
 
 class _Stale(Exception):
     """A continuation being drawn is out of date (a newer change came): stop drawing it."""
-
-
-class _HalvesCanvas(_Canvas):
-    """A canvas whose top and bottom halves are redrawn apart (the bars, the map).
-
-    Both halves' dynamic artists are drawn on a full render (a new background); after that,
-    :meth:`render_halves` restores only the halves that changed from the cached background
-    and draws their artists, leaving the other half's pixels as the last frame left them.
-    """
-
-    _cut = None
-
-    def render_halves(self, top, bottom, split_y, changed, static_key):
-        """PNG bytes after redrawing the ``changed`` halves (``"top"``, ``"bottom"``).
-
-        ``split_y()`` gives the height (display pixels from the bottom) between the halves;
-        it is asked once, when the layout is fixed.
-        """
-        canvas = self.figure.canvas
-        if self.ensure_background([*top, *bottom], static_key):
-            changed = ("top", "bottom")
-        background = self._backgrounds[static_key]
-        width, height = canvas.get_width_height()
-        if self._cut is None:
-            self._cut = int(round(height - split_y()))  # Agg's rows are counted from the top
-        cut = self._cut
-        boxes = {"top": (0, 0, width, cut), "bottom": (0, cut, width, height)}
-        renderer = canvas.get_renderer()
-        for half, artists in (("top", top), ("bottom", bottom)):
-            if half in changed:
-                # xy: where the saved region's corner goes (the whole figure's: 0, 0)
-                canvas.restore_region(background, bbox=boxes[half], xy=(0, 0))
-                for a in artists:
-                    if a.get_visible():
-                        a.draw(renderer)
-        return _png(canvas)
 
 
 def top_chars(probs, chars, n=N_BARS):
@@ -158,7 +125,8 @@ class GPTExplorer(Explorer):
         self.samples = 0
         self._prompt = None  # (text read, ids, last logits, weights per layer)
         self._prompt_text = None  # the whole prompt typed
-        self._sample_key = None
+        # (prompt, temperature, top-k, seed) -> its continuation, the GENERATIONS_KEPT latest
+        self._generations = OrderedDict()
         self._lock = threading.Lock()  # the continuation may be drawn in a thread
         self._pending = None  # the latest state whose continuation is still to be drawn
         self._worker = None  # the thread drawing continuations, while there is one
@@ -218,12 +186,18 @@ class GPTExplorer(Explorer):
         key = (self._prompt_text, temperature, top_k, self.seed)
         if n_new is not None:
             return self._draw_continuation(key, n_new=n_new)
-        if key == self._sample_key:
-            return self._generation
-        self._generation = self._draw_continuation((*key, None, None))
-        self._sample_key = key
-        self.samples += 1
-        return self._generation
+        if key not in self._generations:
+            self._keep(key, self._draw_continuation((*key, None, None)))
+            self.samples += 1
+        return self._generations[key]
+
+    def _keep(self, key, generation):
+        """Keep ``generation`` as the continuation of state ``key`` (prompt, temperature,
+        top-k, seed): the same settings again show it at once (the same seeded draw)."""
+        self._generations[key] = generation
+        self._generations.move_to_end(key)
+        while len(self._generations) > GENERATIONS_KEPT:
+            self._generations.popitem(last=False)
 
     def _draw_continuation(self, key, on_token=None, n_new=None):
         """``self.n_new`` characters (or ``n_new``) after the prompt of state ``key`` (prompt,
@@ -266,8 +240,8 @@ class GPTExplorer(Explorer):
             changed |= {"bottom"} if key[4:] != last[4:] else set()
         probs = next_token_probs(logits, temperature, top_k)
         with self._lock:
-            sampled = (prompt, temperature, top_k, self.seed) == self._sample_key
-            gen = self._generation if sampled else None
+            gen = self._generations.get((prompt, temperature, top_k, self.seed))
+            sampled = gen is not None
         # the highlight: the continuation's first character, one draw (the same draw)
         head_gen = gen if sampled else self._sample(temperature, top_k, min(1, self.n_new))
         names, heights = top_chars(probs, self.vocab.chars)
@@ -342,7 +316,7 @@ class GPTExplorer(Explorer):
             return
         with self._lock:
             if key == self._last_key:
-                self._generation, self._sample_key = gen, key[:4]
+                self._keep(key[:4], gen)
                 self.samples += 1
                 self._write(text, gen.new_ids, probs, w, names, heights)
 
@@ -350,7 +324,8 @@ class GPTExplorer(Explorer):
         """The prompt and its continuation (``new_ids``; None: none drawn yet; ``done``
         False: still being drawn) and the tables. A prompt longer than the window: the note
         comes first, and only the characters the model reads are echoed, after an
-        ellipsis."""
+        ellipsis. While the continuation is drawn only the text changes: the tables are
+        written when it starts and when it is done, not at every update of the text."""
         prompt = self.controls["prompt"].value
         note, echo = "", prompt
         if len(prompt) > len(text):
@@ -364,11 +339,17 @@ class GPTExplorer(Explorer):
         self.text_box.value = (
             note + f'<div data-name="continuation" style="{_TEXT_CSS}">'
             f'<span style="{_PROMPT_CSS}">{html.escape(echo)}</span>{new}</div>')
+        if done:
+            self._write_tables(text, probs, w, names, heights)
+
+    def _write_tables(self, text, probs, w, names, heights):
+        """The tables under the text: the next character's ten most likely, where the last
+        character looks, the seed and the characters kept."""
         labels = [figures.char_label(ch) for ch in names[:10]]
         last = w[-1]
         keys = np.argsort(-last, kind="stable")[:5]
         shown_text = text[self._shown_slice(len(text))]
-        self.readout.value = (
+        value = (
             _table("next", heights[None, :10], row_labels=["p"], col_labels=labels,
                    title="the ten most likely next characters")
             + _table("last_row", last[keys][None, :], row_labels=["weight"],
@@ -377,6 +358,8 @@ class GPTExplorer(Explorer):
                      title="where the last character looks (the five largest weights)")
             + f'<p style="{_NOTE_CSS}">seed {self.seed}; kept characters: '
               f"{int((probs > 0).sum())} of {len(self.vocab)}</p>")
+        if self.readout.value != value:
+            self.readout.value = value
 
     def shown(self):
         """What is on screen: bars, their characters, the map, the text and the tables."""

@@ -32,7 +32,8 @@ import zlib
 
 import numpy as np
 
-__all__ = ["BAND_ROWS", "PngStream", "RAW_MAGIC", "from_raw", "raw_rgb", "rgb_png", "ZLIB_LEVEL"]
+__all__ = ["BAND_ROWS", "PngStream", "RAW_MAGIC", "adler32_combine", "from_raw", "raw_rgb",
+           "rgb_png", "ZLIB_LEVEL"]
 
 #: zlib's level: 1 is several times faster than the default 6, the files barely larger.
 ZLIB_LEVEL = 1
@@ -112,6 +113,9 @@ class PngStream:
     ``png(pixels)`` takes what :func:`rgb_png` takes and gives a PNG of the same pixels (the
     same filter, colour type and zlib level); ``recompressed`` is the number of rows it
     compressed (all of them for a first frame or a new size). Safe to call from two threads.
+    The zlib stream's Adler-32 is the bands' own sums combined (:func:`adler32_combine`): only
+    a band compressed again is summed again (summing the whole frame took 2 ms of a large
+    frame's 10-12).
     """
 
     def __init__(self, level=ZLIB_LEVEL):
@@ -119,6 +123,7 @@ class PngStream:
         self._rows = None  # (h, 1 + w * channels) uint8: the last frame's filtered rows
         self._header = None
         self._bands = []  # compressed bytes per band of BAND_ROWS rows
+        self._sums = []  # the Adler-32 of each band's filtered rows
         self._lock = threading.Lock()
         self.recompressed = 0
 
@@ -130,6 +135,7 @@ class PngStream:
             if header != self._header or self._rows is None:
                 changed = [True] * len(bands)
                 self._bands = [b""] * len(bands)
+                self._sums = [1] * len(bands)
             else:
                 differs = (rows != self._rows).any(axis=1)  # (h,) bool
                 changed = np.logical_or.reduceat(differs, list(bands)).tolist()
@@ -139,10 +145,14 @@ class PngStream:
                     part = rows[start:start + BAND_ROWS]
                     band = zlib.compressobj(self.level, zlib.DEFLATED, -15)
                     self._bands[k] = band.compress(part.data) + band.flush(zlib.Z_SYNC_FLUSH)
+                    self._sums[k] = zlib.adler32(part.data)
                     self.recompressed += part.shape[0]
             self._rows, self._header = rows, header
-            idat = b"".join([_ZLIB_HEADER, *self._bands, _FINAL_BLOCK,
-                             struct.pack(">I", zlib.adler32(rows.data))])
+            total, band_bytes = 1, BAND_ROWS * rows.shape[1]
+            for k, value in enumerate(self._sums):  # the last band may be shorter
+                total = adler32_combine(total, value, band_bytes if k < len(bands) - 1
+                                        else (rows.shape[0] - k * BAND_ROWS) * rows.shape[1])
+            idat = b"".join([_ZLIB_HEADER, *self._bands, _FINAL_BLOCK, struct.pack(">I", total)])
         return _png(header, idat)
 
 
@@ -151,13 +161,36 @@ UP_FILTER = 2
 
 
 def _opaque(rgba):
-    """Whether the (h, w, 4) uint8 pixels' fourth channel is 255 everywhere (one pass over
-    32-bit words: alpha is their top byte on a little-endian machine, the lowest otherwise)."""
-    if not rgba.flags.c_contiguous:
+    """Whether the (h, w, 4) uint8 pixels' fourth channel is 255 everywhere: the AND of all
+    their 64-bit words (two pixels each) has both alpha bytes 255 exactly when every pixel's
+    is (one pass, no array made; a strided or odd-sized array is checked channel by channel)."""
+    if not rgba.flags.c_contiguous or rgba.size % 8:
         return bool((rgba[:, :, 3] == 255).all())
-    words = rgba.view(np.uint32)
-    alpha = np.uint32(0xFF000000 if sys.byteorder == "little" else 0xFF)
-    return bool(((words & alpha) == alpha).all())
+    alpha = 0xFF000000FF000000 if sys.byteorder == "little" else 0x000000FF000000FF
+    return int(np.bitwise_and.reduce(rgba.reshape(-1).view(np.uint64))) & alpha == alpha
+
+
+#: Adler-32's modulus.
+_ADLER_BASE = 65521
+
+
+def adler32_combine(first, second, length):
+    """The Adler-32 of two byte strings joined, from each one's Adler-32 and the second's
+    ``length`` (zlib's ``adler32_combine``, which Python's zlib does not offer): a frame's
+    checksum from its bands' sums, only the changed bands summed again.
+
+    Examples
+    --------
+    >>> a, b = b"attention ", b"is all you need"
+    >>> adler32_combine(zlib.adler32(a), zlib.adler32(b), len(b)) == zlib.adler32(a + b)
+    True
+    """
+    rem = length % _ADLER_BASE
+    low = first & 0xFFFF
+    high = (rem * low) % _ADLER_BASE
+    low += (second & 0xFFFF) + _ADLER_BASE - 1
+    high += (first >> 16) + (second >> 16) + _ADLER_BASE - rem
+    return (low % _ADLER_BASE) | ((high % _ADLER_BASE) << 16)
 
 
 #: The first bytes of a raw frame (:func:`raw_rgb`): never those of a PNG.

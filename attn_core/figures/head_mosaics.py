@@ -20,6 +20,7 @@ from .base import (
     _check_labels,
     token_labels,
 )
+from .fast_draw import fast_redraws
 
 __all__ = [
     "HeadMosaicArtists",
@@ -275,8 +276,11 @@ def head_mosaic(weights, tokens=None, *, ax=None, caption=HEAD_MOSAIC_CAPTION):
         ax = fig.add_axes((0.1, 0.1, 0.8, 0.84))
     fig = ax.figure
     ax.set_axis_off()
-    image = ax.imshow(np.zeros((1, 1)), cmap=plt.get_cmap(SEQUENTIAL_CMAP).with_extremes(
-        bad=(0, 0, 0, 0)), vmin=0.0, vmax=1.0, interpolation="nearest", aspect="equal")
+    # redrawn by one gather of the cells' colours (fast_draw.NearestImage): the same pixels
+    # as matplotlib's resampling, which was most of a change of the heads explorer
+    (image,) = fast_redraws(ax.imshow(
+        np.zeros((1, 1)), cmap=plt.get_cmap(SEQUENTIAL_CMAP).with_extremes(bad=(0, 0, 0, 0)),
+        vmin=0.0, vmax=1.0, interpolation="nearest", aspect="equal"))
     # Its cells are viridis colours (none a grey) and paper, with no numbers on them; the
     # titles and labels are written on its paper: it follows the dark theme as the rest of
     # the figure does (as an image kept as it is, the text stayed dark on the dark page,

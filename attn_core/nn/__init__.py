@@ -101,7 +101,7 @@ from .gpt import (
     mean_ablation,
     param_shapes,
 )
-from .gpt_decoder import GPTDecoder, fast_engine
+from .gpt_decoder import DecoderWeights, GPTDecoder, fast_engine
 from .hybrid import (
     HYBRID_DATA,
     HYBRID_MODELS,
@@ -218,6 +218,7 @@ __all__ = [
     "Checkpoint",
     "FORMAT_VERSION",
     "GPTConfig",
+    "DecoderWeights",
     "GPTDecoder",
     "GPTRun",
     "Generation",

@@ -18,8 +18,14 @@ checked once):
   product), the causal mask one additive table made once;
 * a prefill's last block computes the keys and values of every position but the attention
   and the MLP of the last one only: a generation draws from the last position's logits;
-* the layer norms and the MLP are the course's own (:mod:`attn_core.nn.layer_norm`,
-  :mod:`attn_core.nn.mlp`, its GELU :mod:`attn_core.nn.gelu`), unchecked halves.
+* the first block's queries, keys and values depend only on a token and its position: a
+  token's rows at every position are computed once, the first time a full window holds it
+  (one product of the window's shape: the same numbers, bit for bit), and kept by the engine
+  (:func:`fast_engine`) for every later window and text (issue 47: most of a sample is full
+  windows of the same characters, each one position further on);
+* the layer norms are :func:`attn_core.nn.layer_norm`'s arithmetic, in place (the same
+  numbers, without ``ndarray.mean``'s wrapper); the MLP is the course's own
+  (:mod:`attn_core.nn.mlp`, its GELU :mod:`attn_core.nn.gelu`), unchecked halves.
 
 It serves the tiny GPT's blocks (layer norm, GELU MLP or none, biases, one key/value head per
 query head, learned positions, softmax attention; :func:`supports`); SmolLM2's decoder is
@@ -41,10 +47,9 @@ import numpy as np
 
 from .._validate import check_result, checked_later
 from .block_options import BlockOptions
-from .layer_norm import _layer_norm_parts
 from .mlp import _mlp_parts
 
-__all__ = ["GPTDecoder", "fast_engine"]
+__all__ = ["DecoderWeights", "GPTDecoder", "fast_engine"]
 
 #: A block's parameters, in the order of :attr:`GPTDecoder.layers`' tuples (the query, key and
 #: value matrices and biases stacked into ``w_qkv``, ``b_qkv``).
@@ -67,10 +72,78 @@ def supports(config):
 def fast_engine(params, config):
     """The ``engine`` of :func:`attn_core.nn.generate.sample_loop` for this model:
     :class:`GPTDecoder` when it serves ``config`` (and the positions are learned), else None
-    (the readable :class:`attn_core.nn.generate.CachedEngine`)."""
+    (the readable :class:`attn_core.nn.generate.CachedEngine`). Every decoder it makes shares
+    one :class:`DecoderWeights` (the stacked matrices and the first block's rows kept)."""
     if supports(config) and "wpe" in params:
-        return partial(GPTDecoder, params, config)
+        return partial(GPTDecoder, params, config, weights=DecoderWeights(params, config))
     return None
+
+
+def _norm(x, gamma, beta, eps):
+    """Layer norm of the rows ``x`` (..., d): :func:`attn_core.nn.layer_norm`'s operations in
+    its order (the mean a sum divided by d, as ``ndarray.mean`` computes it), the temporaries
+    written in place. Returns a new (..., d) array."""
+    d = x.shape[-1]
+    mu = np.add.reduce(x, axis=-1, keepdims=True)
+    mu /= d
+    xc = x - mu  # (..., d)
+    var = np.add.reduce(xc * xc, axis=-1, keepdims=True)
+    var /= d
+    var += eps
+    xc /= np.sqrt(var, out=var)
+    xc *= gamma
+    xc += beta
+    return xc
+
+
+class DecoderWeights:
+    """A tiny GPT's weights as :class:`GPTDecoder` reads them, shared by every text decoded.
+
+    ``layers``: per block, its parameters with the query, key and value matrices stacked;
+    ``first_qkv(ids)``: the first block's ``LN1(wte[t] + wpe[p]) W_qkv + b_qkv`` of each token
+    ``t = ids[p]`` of a full window, each token's rows made once and then kept
+    (``vocab x n_ctx x 3 d_model`` numbers at most: 4 MB for the course's model).
+    """
+
+    def __init__(self, params, config):
+        o = config.block_options
+        self.n_heads, self.d_model = o.n_heads, config.d_model
+        self.eps, self.mlp = o.eps, o.mlp is not None
+        self.wte, self.wpe = params["wte"], params["wpe"]  # (vocab, d), (n_ctx, d)
+        self.w_unembed = params["w_unembed"]  # (d, vocab)
+        self.norm_f = (params["ln_f.g"], params["ln_f.b"])
+        self.layers = []
+        for i in range(config.n_layers):
+            p = {k[len(f"h{i}."):]: a for k, a in params.items() if k.startswith(f"h{i}.")}
+            w_qkv = np.concatenate([p[f"attn.w_{c}"] for c in "qkv"], axis=1)  # (d, 3d)
+            b_qkv = np.concatenate([p[f"attn.b_{c}"] for c in "qkv"])  # (3d,)
+            self.layers.append((*(p[k] for k in _NORM1), w_qkv, b_qkv,
+                                *(p[k] for k in _ATTN_OUT),
+                                *((p[k] for k in _MLP) if self.mlp else ())))
+        vocab, n_ctx = self.wte.shape[0], self.wpe.shape[0]
+        self._rows = np.empty((vocab, n_ctx, 3 * self.d_model), self.wte.dtype)
+        self._known = np.zeros(vocab, dtype=bool)  # tokens whose rows are made
+
+    def first_qkv(self, ids):
+        """The first block's q, k and v of a full window ``ids`` (n_ctx,) at positions
+        0..n_ctx-1: (n_ctx, 3 d_model); None for a shorter window (computed as any block's).
+
+        A token's rows at every position are one product of the window's shape, the first
+        time the token is in a full window: each row is then the same number, bit for bit, as
+        the window's own product gives it (a product of another shape may round otherwise).
+        """
+        n_ctx = len(self.wpe)
+        if len(ids) != n_ctx:
+            return None
+        new = () if self._known[ids].all() else [
+            t for t in np.unique(ids).tolist() if not self._known[t]]
+        g1, b1, w_qkv, b_qkv = self.layers[0][:4]
+        for t in new:  # (n_ctx, d) @ (d, 3d), as a window of n_ctx tokens
+            rows = _norm(self.wte[t] + self.wpe, g1, b1, self.eps) @ w_qkv
+            rows += b_qkv
+            self._rows[t] = rows
+            self._known[t] = True
+        return self._rows[ids, np.arange(n_ctx)]
 
 
 class GPTDecoder:
@@ -84,6 +157,9 @@ class GPTDecoder:
         once).
     capacity : int
         The most tokens the window will hold, ``<= config.n_ctx``: the buffers' length.
+    weights : DecoderWeights, optional
+        The model's weights as read here, shared with other decoders of the same model
+        (:func:`fast_engine`'s); made from ``params`` when None.
 
     Notes
     -----
@@ -94,22 +170,14 @@ class GPTDecoder:
     another order).
     """
 
-    def __init__(self, params, config, capacity):
-        o = config.block_options
-        self.n_heads, self.d_model = o.n_heads, config.d_model
-        self.d_head = config.d_model // o.n_heads
-        self.eps, self.mlp = o.eps, o.mlp is not None
-        self.wte, self.wpe = params["wte"], params["wpe"]  # (vocab, d), (n_ctx, d)
-        self.w_unembed = params["w_unembed"]  # (d, vocab)
-        self.norm_f = (params["ln_f.g"], params["ln_f.b"])
-        self.layers = []
-        for i in range(config.n_layers):
-            p = {k[len(f"h{i}."):]: a for k, a in params.items() if k.startswith(f"h{i}.")}
-            w_qkv = np.concatenate([p[f"attn.w_{c}"] for c in "qkv"], axis=1)  # (d, 3d)
-            b_qkv = np.concatenate([p[f"attn.b_{c}"] for c in "qkv"])  # (3d,)
-            self.layers.append((*(p[k] for k in _NORM1), w_qkv, b_qkv,
-                                *(p[k] for k in _ATTN_OUT),
-                                *((p[k] for k in _MLP) if self.mlp else ())))
+    def __init__(self, params, config, capacity, weights=None):
+        w = DecoderWeights(params, config) if weights is None else weights
+        self.weights = w
+        self.n_heads, self.d_model = w.n_heads, w.d_model
+        self.d_head = w.d_model // w.n_heads
+        self.eps, self.mlp = w.eps, w.mlp
+        self.wte, self.wpe, self.w_unembed, self.norm_f = w.wte, w.wpe, w.w_unembed, w.norm_f
+        self.layers = w.layers
         dtype = self.wte.dtype
         self.scale = dtype.type(1 / np.sqrt(self.d_head))
         # (capacity, capacity): 0 where query i may see key j (j <= i), -inf above
@@ -135,14 +203,16 @@ class GPTDecoder:
         heads = np.matmul(s, self.values[i, :, :n])  # (h, m, n) @ (h, n, dh) -> (h, m, dh)
         return heads.swapaxes(0, 1).reshape(m, h * dh)  # heads side by side, in order
 
-    def _block(self, x, i, start, last_only):
+    def _block(self, x, i, start, last_only, qkv=None):
         """Block ``i`` on the rows ``x`` (m, d) at positions ``start .. start + m - 1``: their
         keys and values written to the buffers, then attention and the MLP (of the last row
-        only when ``last_only``)."""
+        only when ``last_only``). ``qkv`` (m, 3d): their queries, keys and values, when
+        known (the first block's, :meth:`DecoderWeights.first_qkv`)."""
         g1, b1, w_qkv, b_qkv, w_o, b_o, *mlp = self.layers[i]
         m, d = x.shape
-        qkv = _layer_norm_parts(x, g1, b1, self.eps)[0] @ w_qkv  # (m, d) @ (d, 3d)
-        qkv += b_qkv
+        if qkv is None:
+            qkv = _norm(x, g1, b1, self.eps) @ w_qkv  # (m, d) @ (d, 3d)
+            qkv += b_qkv
         end = start + m
         h, dh = self.n_heads, self.d_head
         self.keys[i, :, start:end] = qkv[:, d:2 * d].reshape(m, h, dh).swapaxes(0, 1)
@@ -153,12 +223,12 @@ class GPTDecoder:
         x += b_o
         if mlp:
             g2, b2, *w = mlp
-            x += _mlp_parts(_layer_norm_parts(x, g2, b2, self.eps)[0], *w)[0]
+            x += _mlp_parts(_norm(x, g2, b2, self.eps), *w)[0]
         return x
 
     def _logits(self, x):
         """The logits (vocab,) of the last row of the stream ``x`` (m, d), checked."""
-        y = _layer_norm_parts(x[-1], *self.norm_f, self.eps)[0]  # (d,)
+        y = _norm(x[-1], *self.norm_f, self.eps)  # (d,)
         logits = y @ self.w_unembed  # (d,) @ (d, vocab) -> (vocab,)
         check_result(logits, "the logits")
         return logits
@@ -166,11 +236,13 @@ class GPTDecoder:
     def start(self, ids):
         """The window ``ids`` (n,), ``1 <= n <= capacity``, through every block from empty
         buffers; returns the logits (vocab,) after its last token."""
+        ids = np.asarray(ids)
         n = len(ids)
         x = self.wte[ids] + self.wpe[:n]  # (n, d)
         with checked_later():  # the logits are checked at the end
             for i in range(len(self.layers)):
-                x = self._block(x, i, 0, last_only=i == len(self.layers) - 1)
+                x = self._block(x, i, 0, last_only=i == len(self.layers) - 1,
+                                qkv=None if i else self.weights.first_qkv(ids))
             logits = self._logits(x)
         self.length = n
         return logits
