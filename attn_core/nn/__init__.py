@@ -103,8 +103,11 @@ from .gpt import (
 )
 from .gpt_decoder import DecoderWeights, GPTDecoder, fast_engine
 from .hybrid import (
+    HYBRID_COPY_PATH,
+    HYBRID_COPY_TRACE,
     HYBRID_DATA,
     HYBRID_MODELS,
+    HYBRID_SEEDS,
     RECALL_SEED,
     copy_recall,
     hybrid_copy_model,
@@ -307,8 +310,11 @@ __all__ = [
     "GATE_BIAS",
     "gated_delta_backward_parts",
     "gated_delta_parts",
+    "HYBRID_COPY_PATH",
+    "HYBRID_COPY_TRACE",
     "HYBRID_DATA",
     "HYBRID_MODELS",
+    "HYBRID_SEEDS",
     "RECALL_SEED",
     "copy_recall",
     "hybrid_copy_model",
