@@ -246,11 +246,12 @@ class Explorer:
         self._guard(self._update)
 
     # drawing
-    def _show(self, canvas, dynamic, static_key=None):
-        """Draw the frame and show it: its dark twin is made in a worker thread while the
-        light frame is sent (:meth:`_set_png`). Started after the light frame is encoded: on
-        a busy machine the two would share a core, and the light frame would come later."""
-        canvas.draw(dynamic, static_key)
+    def _show(self, canvas, dynamic, static_key=None, over=(), layer_key=None):
+        """Draw the frame (:meth:`_Canvas.draw`) and show it: its dark twin is made in a worker
+        thread while the light frame is sent (:meth:`_set_png`). Started after the light frame
+        is encoded: on a busy machine the two would share a core, and the light frame would
+        come later."""
+        canvas.draw(dynamic, static_key, over, layer_key)
         png = _png(canvas.figure.canvas)
         self._set_png(canvas, png, self._twin(canvas))
 
