@@ -180,22 +180,22 @@ class PngStream:
         return the indices of the bands that hold them."""
         height = a.shape[0]
         channels = (self._rows.shape[1] - 1) // a.shape[1]
+        redo = np.union1d(changed, changed[changed + 1 < height] + 1)  # sorted rows
         if 2 * changed.size > height:  # most rows: one pass over the frame, no gathers
             np.copyto(self._pixels, a)
             flat = self._pixels[:, :, :channels].reshape(height, -1)
             self._rows[0, 1:] = flat[0]
             np.subtract(flat[1:], flat[:-1], out=self._rows[1:, 1:])
-            return list(range(len(self._bands)))
-        self._pixels[changed] = a[changed]
+        else:
+            self._pixels[changed] = a[changed]
 
-        def flat(rows):  # (len(rows), w * channels): those rows as the PNG stores them
-            return self._pixels[rows][:, :, :channels].reshape(len(rows), -1)
+            def flat(rows):  # (len(rows), w * channels): those rows as the PNG stores them
+                return self._pixels[rows][:, :, :channels].reshape(len(rows), -1)
 
-        redo = np.union1d(changed, changed[changed + 1 < height] + 1)  # sorted rows
-        above = redo[redo > 0]
-        self._rows[above, 1:] = flat(above) - flat(above - 1)  # uint8: modulo 256
-        if redo[0] == 0:
-            self._rows[0, 1:] = flat([0])[0]
+            above = redo[redo > 0]
+            self._rows[above, 1:] = flat(above) - flat(above - 1)  # uint8: modulo 256
+            if redo[0] == 0:
+                self._rows[0, 1:] = flat([0])[0]
         return np.unique(redo // BAND_ROWS).tolist()
 
 
