@@ -97,3 +97,16 @@ def test_every_frame_equals_a_whole_redraw_of_the_same_state():
                       (bytes(ex.image_dark.value), bytes(fresh.image_dark.value))):
         np.testing.assert_array_equal(pixels(got), pixels(want))
     assert ex.errors == []
+
+
+def test_a_change_skips_the_blas_limit(monkeypatch):
+    """A change reads stored runs and draws, no matrix product: it skips blas_threads, whose
+    look at every loaded library was about 2 ms of each change (issue 48's latency)."""
+    from attn_core.explorers import base
+
+    ex = recall_explorer()
+    calls = []
+    monkeypatch.setattr(base, "blas_threads", lambda *a: calls.append(a))
+    drive(ex, ex.controls["pairs"], 32)
+    drive(ex, ex.controls["d_state"], 16)
+    assert calls == [] and ex.errors == []

@@ -36,6 +36,7 @@ The explorers are the only modules that import ipywidgets.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
 import sys
 import traceback
@@ -152,6 +153,10 @@ class Explorer:
     """
 
     title = "explorer"
+    #: False for an explorer whose updates make no matrix product (they read stored numbers
+    #: and draw): its updates skip :func:`attn_core.threads.blas_threads`, whose look at every
+    #: loaded library cost about 2 ms of each change (its constructor still runs inside it).
+    updates_use_blas = True
 
     def __init_subclass__(cls, **kwargs):  # the constructor computes the first picture
         super().__init_subclass__(**kwargs)
@@ -196,7 +201,7 @@ class Explorer:
 
     def _guard(self, fn, *args):
         try:
-            with blas_threads():
+            with blas_threads() if self.updates_use_blas else contextlib.nullcontext():
                 fn(*args)
         except Exception as exc:
             self._report(exc)

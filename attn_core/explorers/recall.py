@@ -68,6 +68,7 @@ class RecallExplorer(Explorer):
     """Mixer, pairs and state size: recall accuracy against pairs, memory against tokens."""
 
     title = "recall and state size"
+    updates_use_blas = False  # a change reads stored runs and draws
 
     def __init__(self, mixer="linear", pairs=16, d_state=8):
         mixer = check_option(mixer, "mixer", MIXERS)
