@@ -18,13 +18,16 @@ costs hundreds of milliseconds on a small machine (most of it text layout), so:
 * the figure is built once, its layout is fixed after the first draw, and every update
   changes artists in place (the ``update_*`` functions of :mod:`attn_core.figures`);
 * only the artists that change (images, bars, lines, outlines) are drawn again, over a
-  cached copy of the static background (axes, ticks, labels): "blitting";
+  cached copy of the static background (axes, ticks, labels): "blitting"; an artist drawn
+  over others that did not change (a marker) is drawn over the kept last frame of those
+  (``_show``'s ``over`` and ``layer_key``);
 * the PNG is encoded straight from the Agg buffer with a fast zlib level, and only the
-  bands of rows that changed since the canvas' last frame are compressed again
-  (:class:`attn_core.explorers.png.PngStream`);
+  rows that changed since the canvas' last frame are filtered again and only their bands
+  compressed again (:class:`attn_core.explorers.png.PngStream`);
 * the dark theme's twin of the frame is made in a worker thread while the light frame is
   sent (Pillow, numpy and zlib release the GIL), from the last twin, only the
-  changed rectangle converted again (:class:`attn_core.explorers.notes.DarkFrames`);
+  changed rectangle converted again, or only the changed pixels in a frame without images
+  (:class:`attn_core.explorers.notes.DarkFrames`);
 * numbers are shown in HTML tables (crisp, and nearly free), not as matplotlib text;
 * sliders send their value when released (``continuous_update=False``), so a drag never
   queues stale redraws, and an update whose inputs did not change draws nothing.
