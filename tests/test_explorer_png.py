@@ -167,3 +167,54 @@ def test_an_explorers_frames_after_changes_are_its_canvas_pixels():
         stream = base._STREAMS[ex.canvas.figure.canvas]
         parts.append(stream.recompressed / rgba.shape[0])
     assert ex.errors == [] and min(parts) < 1.0, parts
+
+
+def test_a_png_stream_gives_the_bytes_a_new_stream_gives():
+    """PngStream works only on the rows changed since its last frame (issue 48's explorer):
+    after any edit, its PNG is byte for byte the PNG a new stream makes of the same pixels
+    (which compresses every row), and decodes to them; an edit of no pixel recompresses no
+    row. Edits: single pixels, the first and last rows, band borders, most rows, alpha lost
+    and regained, RGB frames."""
+    from attn_core.explorers.png import BAND_ROWS, PngStream
+
+    g = np.random.default_rng(11)
+    for channels in (4, 3):
+        frame = np.full((3 * BAND_ROWS + 5, 23, channels), 255, np.uint8)
+        frame[4:20, 3:9, :3] = (200, 40, 10)
+        stream = PngStream()
+        stream.png(frame)
+        for step in range(40):
+            kind = step % 5
+            if kind == 0:  # one pixel anywhere
+                r, c = g.integers(0, frame.shape[0]), g.integers(0, frame.shape[1])
+                frame[r, c, :3] = g.integers(0, 256, 3)
+            elif kind == 1:  # the first or the last row
+                frame[0 if step % 2 else -1, :, :3] = g.integers(0, 256, (frame.shape[1], 3))
+            elif kind == 2:  # rows around a band border
+                top = BAND_ROWS * g.integers(1, 3) - 1
+                frame[top:top + 2, 2:7, :3] = g.integers(0, 256, (2, 5, 3))
+            elif kind == 3 and channels == 4:  # alpha lost, then regained
+                frame[g.integers(0, frame.shape[0]), 0, 3] = 0 if step % 10 == 3 else 255
+            elif kind == 3:  # most rows
+                frame[1:-1, g.integers(0, frame.shape[1]), :] = g.integers(0, 256, 3)
+            png = stream.png(frame)
+            assert png == PngStream().png(frame), f"{channels} channels, step {step}"
+            image = np.asarray(decoded(png))
+            opaque = channels == 3 or (frame[..., 3] == 255).all()
+            np.testing.assert_array_equal(image, frame if opaque and channels == 4
+                                          else frame[..., :3])
+            if kind == 4:  # nothing changed
+                assert stream.recompressed == 0
+
+
+@pytest.mark.parametrize("sizes", [(0, 0), (1, 0), (0, 5), (7, 1), (5000, 70000), (65521, 3)])
+def test_adler32_combine_equals_zlibs_checksum_of_the_joined_bytes(sizes):
+    import zlib
+
+    from attn_core.explorers.png import adler32_combine
+
+    g = np.random.default_rng(sum(sizes))
+    first, second = (g.integers(0, 256, n, dtype=np.uint8).tobytes() for n in sizes)
+    for one, two in ((first, second), (b"\xff" * sizes[0], b"\xff" * sizes[1])):
+        assert adler32_combine(zlib.adler32(one), zlib.adler32(two), len(two)) == zlib.adler32(
+            one + two)

@@ -60,6 +60,40 @@ def test_dark_image_equals_the_numpy_reference(seed):
     assert same is light and np.array_equal(np.asarray(same), got)
 
 
+def test_a_frame_without_images_converts_only_its_changed_pixels():
+    """DarkFrames on a canvas with no image (issue 48's line charts): each dark frame equals
+    ``dark_rgb`` of the whole light frame (nothing kept), after edits of lines, single pixels
+    and greys at the edge of GREY_CHROMA, and converts only the pixels that changed."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from attn_core.explorers.colors import GREY_CHROMA
+
+    fig = Figure(figsize=(3, 2), dpi=60)
+    FigureCanvasAgg(fig)
+    ax = fig.add_axes((0.15, 0.15, 0.8, 0.75))
+    (line,) = ax.plot([0, 1, 2], [0, 1, 0], color="tab:orange", alpha=0.4)
+    ax.set_title("T")
+    agg, frames = fig.canvas, notes.DarkFrames()
+    g = np.random.default_rng(5)
+    for step in range(10):
+        line.set_ydata(g.random(3))
+        agg.draw()
+        buf = np.asarray(agg.buffer_rgba())
+        r, c = g.integers(0, buf.shape[0] - 2), g.integers(0, buf.shape[1] - 2)
+        level = int(g.integers(0, 256 - GREY_CHROMA))
+        buf[r, c, :3] = (level, level + GREY_CHROMA, level)  # a grey, just
+        buf[r + 1, c, :3] = (level, level + GREY_CHROMA + 1, level)  # a colour, just
+        before = None if frames._light is None else frames._light.copy()
+        png = frames.png(agg)
+        light = np.array(buf[..., :3])
+        want = notes.dark_rgb(light, np.zeros(light.shape[:2], bool))
+        np.testing.assert_array_equal(_pixels(png), want, err_msg=f"step {step}")
+        if before is not None:
+            words = np.ascontiguousarray(buf).view(np.uint32)[..., 0]
+            assert frames.converted == int((words != before).sum()) < words.size
+
+
 def test_the_dark_twin_is_made_in_a_worker_and_stays_right(monkeypatch):
     """Each change's twin is made in the worker thread (not the caller's), and after every
     change it is the dark conversion of the light frame the learner has."""

@@ -66,3 +66,47 @@ def test_bad_arguments_are_refused_by_name(kwargs, pattern):
 
 def test_the_sweep_is_complete():
     assert {(mx, m, d, 1) for mx in MIXERS for m in PAIRS for d in STATES} <= set(STORED)
+
+
+def test_every_frame_equals_a_whole_redraw_of_the_same_state():
+    """A new number of pairs moves the marker over the lines kept from the last frame, and
+    the frame's PNG is encoded from the rows that changed (issue 48's latency): after each
+    change of a walk through the controls, the light frame equals the canvas redrawn without
+    the kept lines (the background, every line, the marker), pixel for pixel; at the end both
+    themes' frames equal those of an explorer built at that state."""
+    import io
+
+    from PIL import Image
+
+    def pixels(png):
+        return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+
+    ex = recall_explorer()
+    art = ex.art
+    walk = [("pairs", 32), ("pairs", 4), ("mixer", "delta"), ("pairs", 8), ("d_state", 16),
+            ("pairs", 32), ("mixer", "softmax"), ("d_state", 8), ("pairs", 16)]
+    for name, value in walk:
+        drive(ex, ex.controls[name], value)
+        shown = pixels(ex.png)
+        ex.canvas.draw([*art.lines.values(), art.marker, art.memory_softmax, art.memory_method])
+        redrawn = np.asarray(ex.figure.canvas.buffer_rgba())[..., :3]
+        np.testing.assert_array_equal(shown, redrawn, err_msg=f"{name}={value}")
+    c = ex.controls
+    fresh = recall_explorer(c["mixer"].value, c["pairs"].value, c["d_state"].value)
+    for got, want in ((ex.png, fresh.png),
+                      (bytes(ex.image_dark.value), bytes(fresh.image_dark.value))):
+        np.testing.assert_array_equal(pixels(got), pixels(want))
+    assert ex.errors == []
+
+
+def test_a_change_skips_the_blas_limit(monkeypatch):
+    """A change reads stored runs and draws, no matrix product: it skips blas_threads, whose
+    look at every loaded library was about 2 ms of each change (issue 48's latency)."""
+    from attn_core.explorers import base
+
+    ex = recall_explorer()
+    calls = []
+    monkeypatch.setattr(base, "blas_threads", lambda *a: calls.append(a))
+    drive(ex, ex.controls["pairs"], 32)
+    drive(ex, ex.controls["d_state"], 16)
+    assert calls == [] and ex.errors == []

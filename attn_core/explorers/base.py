@@ -18,13 +18,16 @@ costs hundreds of milliseconds on a small machine (most of it text layout), so:
 * the figure is built once, its layout is fixed after the first draw, and every update
   changes artists in place (the ``update_*`` functions of :mod:`attn_core.figures`);
 * only the artists that change (images, bars, lines, outlines) are drawn again, over a
-  cached copy of the static background (axes, ticks, labels): "blitting";
+  cached copy of the static background (axes, ticks, labels): "blitting"; an artist drawn
+  over others that did not change (a marker) is drawn over the kept last frame of those
+  (``_show``'s ``over`` and ``layer_key``);
 * the PNG is encoded straight from the Agg buffer with a fast zlib level, and only the
-  bands of rows that changed since the canvas' last frame are compressed again
-  (:class:`attn_core.explorers.png.PngStream`);
+  rows that changed since the canvas' last frame are filtered again and only their bands
+  compressed again (:class:`attn_core.explorers.png.PngStream`);
 * the dark theme's twin of the frame is made in a worker thread while the light frame is
   sent (Pillow, numpy and zlib release the GIL), from the last twin, only the
-  changed rectangle converted again (:class:`attn_core.explorers.notes.DarkFrames`);
+  changed rectangle converted again, or only the changed pixels in a frame without images
+  (:class:`attn_core.explorers.notes.DarkFrames`);
 * numbers are shown in HTML tables (crisp, and nearly free), not as matplotlib text;
 * sliders send their value when released (``continuous_update=False``), so a drag never
   queues stale redraws, and an update whose inputs did not change draws nothing.
@@ -36,6 +39,7 @@ The explorers are the only modules that import ipywidgets.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
 import sys
 import traceback
@@ -152,6 +156,10 @@ class Explorer:
     """
 
     title = "explorer"
+    #: False for an explorer whose updates make no matrix product (they read stored numbers
+    #: and draw): its updates skip :func:`attn_core.threads.blas_threads`, whose look at every
+    #: loaded library cost about 2 ms of each change (its constructor still runs inside it).
+    updates_use_blas = True
 
     def __init_subclass__(cls, **kwargs):  # the constructor computes the first picture
         super().__init_subclass__(**kwargs)
@@ -196,7 +204,7 @@ class Explorer:
 
     def _guard(self, fn, *args):
         try:
-            with blas_threads():
+            with blas_threads() if self.updates_use_blas else contextlib.nullcontext():
                 fn(*args)
         except Exception as exc:
             self._report(exc)
@@ -246,11 +254,12 @@ class Explorer:
         self._guard(self._update)
 
     # drawing
-    def _show(self, canvas, dynamic, static_key=None):
-        """Draw the frame and show it: its dark twin is made in a worker thread while the
-        light frame is sent (:meth:`_set_png`). Started after the light frame is encoded: on
-        a busy machine the two would share a core, and the light frame would come later."""
-        canvas.draw(dynamic, static_key)
+    def _show(self, canvas, dynamic, static_key=None, over=(), layer_key=None):
+        """Draw the frame (:meth:`_Canvas.draw`) and show it: its dark twin is made in a worker
+        thread while the light frame is sent (:meth:`_set_png`). Started after the light frame
+        is encoded: on a busy machine the two would share a core, and the light frame would
+        come later."""
+        canvas.draw(dynamic, static_key, over, layer_key)
         png = _png(canvas.figure.canvas)
         self._set_png(canvas, png, self._twin(canvas))
 

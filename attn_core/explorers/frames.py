@@ -100,12 +100,14 @@ class _Canvas:
         self.figure = Figure(figsize=figsize, dpi=dpi, layout=layout)
         FigureCanvasAgg(self.figure)
         self._backgrounds = {}
+        self._layer = None  # (static_key, layer_key, pixels): the last frame drawn under `over`
         self._layout_fixed = layout is None  # None: the caller places the axes itself
         self.full_draws = 0
 
     def invalidate(self):
         """Forget every cached background (after a change to static artists)."""
         self._backgrounds.clear()
+        self._layer = None
 
     def fix_layout(self):
         """Let constrained layout place everything once, then keep it (idempotent)."""
@@ -134,14 +136,29 @@ class _Canvas:
         self.full_draws += 1
         return True
 
-    def draw(self, dynamic, static_key=None):
+    def draw(self, dynamic, static_key=None, over=(), layer_key=None):
         """Draw the frame's pixels (no PNG): the background of ``static_key``, then the
-        artists ``dynamic`` on top."""
+        artists ``dynamic`` on top, then ``over``.
+
+        With a ``layer_key``, the pixels before ``over`` are kept (one layer, the last); a
+        later draw with the same keys restores them and draws only ``over`` (a marker moved
+        over lines that did not change). ``over`` lies above every ``dynamic`` artist.
+        """
         canvas = self.figure.canvas
-        if not self.ensure_background(dynamic, static_key):
-            canvas.restore_region(self._backgrounds[static_key])
         renderer = canvas.get_renderer()
-        for a in sorted(dynamic, key=lambda a: a.get_zorder()):  # as matplotlib orders them
+        layer = self._layer
+        if (layer_key is not None and layer is not None and layer[:2] == (static_key, layer_key)
+                and static_key in self._backgrounds):
+            canvas.restore_region(layer[2])
+        else:
+            if not self.ensure_background([*dynamic, *over], static_key):
+                canvas.restore_region(self._backgrounds[static_key])
+            for a in sorted(dynamic, key=lambda a: a.get_zorder()):  # as matplotlib orders them
+                if a.get_visible():
+                    a.draw(renderer)
+            if layer_key is not None:
+                self._layer = (static_key, layer_key, canvas.copy_from_bbox(self.figure.bbox))
+        for a in sorted(over, key=lambda a: a.get_zorder()):
             if a.get_visible():
                 a.draw(renderer)
 

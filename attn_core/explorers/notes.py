@@ -263,6 +263,26 @@ def _grown(mask, by):
     return _along(_along(mask, 0, np.logical_or, False, size), 1, np.logical_or, False, size)
 
 
+def dark_greys(rgb):
+    """:func:`dark_image` of pixels outside every image, one by one: each grey (chroma at most
+    ``GREY_CHROMA``) to the dark theme's grey of its level, colours unchanged.
+
+    Parameters
+    ----------
+    rgb : (k, 3) uint8 array
+
+    Returns
+    -------
+    (k, 3) uint8 array
+        A new array.
+    """
+    chroma = rgb.max(axis=1) - rgb.min(axis=1)  # (k,) uint8: max >= min, no wrap
+    out = rgb.copy()
+    grey = chroma <= GREY_CHROMA
+    out[grey] = _DARK_LUT[rgb[grey, 1]]
+    return out
+
+
 def dark_rgb(rgb, keep):
     """:func:`dark_image` for arrays (a reference for tests): rgb (h, w, 3) uint8, keep
     (h, w) bool (True: left as is). Returns a new (h, w, 3) uint8 array."""
@@ -321,8 +341,11 @@ class DarkFrames:
     A slider move redraws part of a frame (a map, a highlight, a few labels): only the
     rectangle of pixels that changed since the last frame, widened by what the paper opening
     reaches, is converted again (:func:`dark_image` on a crop); the rest is the last dark
-    frame's. A first frame, a new size or moved images convert the whole frame. Every frame
-    equals ``dark_image`` of the whole light frame, pixel for pixel (tested).
+    frame's. In a frame without images nothing depends on a pixel's neighbours, so only the
+    changed pixels themselves are converted (:func:`dark_greys`: a few lines redrawn across
+    both panels of a chart are a few pixels, their rectangle most of the frame). A first
+    frame, a new size or moved images convert the whole frame. Every frame equals
+    ``dark_image`` of the whole light frame, pixel for pixel (tested).
     """
 
     def __init__(self):
@@ -341,17 +364,24 @@ class DarkFrames:
         boxes = image_boxes(canvas.figure)
         if self._light is None or self._light.shape != words.shape or boxes != self._boxes:
             self._dark = np.empty((height, width, 3), dtype=np.uint8)
-            region = (0, 0, width, height)
+            self._convert(rgba, (0, 0, width, height), boxes)
+            self._light, self._boxes = words.copy(), boxes
         else:
             changed = words != self._light  # (h, w) bool
             rows = np.flatnonzero(changed.any(axis=1))
             if rows.size == 0:
                 self.converted = 0
                 return self._png
-            cols = np.flatnonzero(changed[rows[0]:rows[-1] + 1].any(axis=0))
-            region = (int(cols[0]), int(rows[0]), int(cols[-1]) + 1, int(rows[-1]) + 1)
-        self._convert(rgba, region, boxes)
-        self._light, self._boxes = words.copy(), boxes
+            if not boxes:  # no image: each pixel's dark colour is its light colour's
+                at = np.flatnonzero(changed[rows[0]:rows[-1] + 1]) + rows[0] * width
+                self._dark.reshape(-1, 3)[at] = dark_greys(rgba.reshape(-1, 4)[at, :3])
+                self._light.reshape(-1)[at] = words.reshape(-1)[at]
+                self.converted = at.size
+            else:
+                cols = np.flatnonzero(changed[rows[0]:rows[-1] + 1].any(axis=0))
+                region = (int(cols[0]), int(rows[0]), int(cols[-1]) + 1, int(rows[-1]) + 1)
+                self._convert(rgba, region, boxes)
+                self._light = words.copy()
         self._png = self._stream.png(self._dark)
         return self._png
 

@@ -76,12 +76,7 @@ def rgb_png(pixels, level=ZLIB_LEVEL):
 def _filtered(pixels, level):
     """The checked pixels' rows, "Up"-filtered ((h, 1 + w * channels) uint8), and the IHDR
     chunk's data (:func:`rgb_png`)."""
-    a = np.asarray(pixels)
-    if a.dtype != np.uint8 or a.ndim != 3 or a.shape[2] not in (3, 4) or 0 in a.shape[:2]:
-        raise ValueError(f"pixels must be an (h, w, 3) or (h, w, 4) uint8 array with h, w >= 1, "
-                         f"got shape {a.shape} and dtype {a.dtype}")
-    if not (isinstance(level, int) and 0 <= level <= 9):
-        raise ValueError(f"level must be an int from 0 to 9, got {level!r}")
+    a = _checked(pixels, level)
     height, width = a.shape[:2]
     if a.shape[2] == 4 and not _opaque(a):
         a = a[:, :, :3]
@@ -113,47 +108,145 @@ class PngStream:
     ``png(pixels)`` takes what :func:`rgb_png` takes and gives a PNG of the same pixels (the
     same filter, colour type and zlib level); ``recompressed`` is the number of rows it
     compressed (all of them for a first frame or a new size). Safe to call from two threads.
-    The zlib stream's Adler-32 is the bands' own sums combined (:func:`adler32_combine`): only
-    a band compressed again is summed again (summing the whole frame took 2 ms of a large
-    frame's 10-12).
+
+    Only the rows that changed since the last frame are worked on: they are found by one
+    comparison with a copy of the last frame's pixels, filtered again with the row below each
+    (whose "Up" filter reads them), checked for opacity, and their bands compressed again; the
+    checksum of all rows is combined from each band's (:func:`adler32_combine`). A change of a
+    few rows costs a few rows, not a pass over the whole frame for each step (issue 48's
+    explorer: the frame's filter, opacity check and checksum were most of its encoding). The
+    bytes are those a new stream gives for the same pixels (tested).
     """
 
     def __init__(self, level=ZLIB_LEVEL):
         self.level = level
+        self._pixels = None  # (h, w, c) uint8: a copy of the last frame's pixels, as given
         self._rows = None  # (h, 1 + w * channels) uint8: the last frame's filtered rows
         self._header = None
         self._bands = []  # compressed bytes per band of BAND_ROWS rows
-        self._sums = []  # the Adler-32 of each band's filtered rows
+        self._sums = []  # Adler-32 of each band's filtered rows
+        self._png = None
         self._lock = threading.Lock()
         self.recompressed = 0
 
     def png(self, pixels):
         """PNG bytes of ``pixels`` ((h, w, 3) or (h, w, 4) uint8, as :func:`rgb_png`)."""
-        rows, header = _filtered(pixels, self.level)
-        bands = range(0, rows.shape[0], BAND_ROWS)
+        a = _checked(pixels, self.level)
         with self._lock:
-            if header != self._header or self._rows is None:
-                changed = [True] * len(bands)
-                self._bands = [b""] * len(bands)
-                self._sums = [1] * len(bands)
+            changed = self._changed_rows(a)
+            if changed is None:  # a first frame, a new shape, or the opacity changed
+                rows, header = _filtered(a, self.level)
+                self._pixels, self._rows, self._header = a.copy(), rows, header
+                self._bands = [b""] * len(range(0, rows.shape[0], BAND_ROWS))
+                self._sums = [1] * len(self._bands)
+                bands = range(len(self._bands))
+            elif changed.size == 0:
+                self.recompressed = 0
+                return self._png
             else:
-                differs = (rows != self._rows).any(axis=1)  # (h,) bool
-                changed = np.logical_or.reduceat(differs, list(bands)).tolist()
+                bands = self._refilter(a, changed)
             self.recompressed = 0
-            for k, start in enumerate(bands):
-                if changed[k]:
-                    part = rows[start:start + BAND_ROWS]
-                    band = zlib.compressobj(self.level, zlib.DEFLATED, -15)
-                    self._bands[k] = band.compress(part.data) + band.flush(zlib.Z_SYNC_FLUSH)
-                    self._sums[k] = zlib.adler32(part.data)
-                    self.recompressed += part.shape[0]
-            self._rows, self._header = rows, header
-            total, band_bytes = 1, BAND_ROWS * rows.shape[1]
-            for k, value in enumerate(self._sums):  # the last band may be shorter
-                total = adler32_combine(total, value, band_bytes if k < len(bands) - 1
-                                        else (rows.shape[0] - k * BAND_ROWS) * rows.shape[1])
+            for k in bands:
+                part = self._rows[k * BAND_ROWS:(k + 1) * BAND_ROWS]
+                band = zlib.compressobj(self.level, zlib.DEFLATED, -15)
+                self._bands[k] = band.compress(part.data) + band.flush(zlib.Z_SYNC_FLUSH)
+                self._sums[k] = zlib.adler32(part.data)
+                self.recompressed += part.shape[0]
+            total, row_bytes = self._sums[0], self._rows.shape[1]
+            for k in range(1, len(self._sums)):
+                n = min(BAND_ROWS, self._rows.shape[0] - k * BAND_ROWS)
+                total = adler32_combine(total, self._sums[k], n * row_bytes)
             idat = b"".join([_ZLIB_HEADER, *self._bands, _FINAL_BLOCK, struct.pack(">I", total)])
-        return _png(header, idat)
+            self._png = _png(self._header, idat)
+            return self._png
+
+    def _changed_rows(self, a):
+        """Indices of the rows of ``a`` that differ from the last frame's, or None when the
+        stream must start again (no last frame, another shape, opacity gained or lost)."""
+        last = self._pixels
+        if last is None or last.shape != a.shape:
+            return None
+        height = a.shape[0]
+        changed = np.flatnonzero(
+            (_row_words(a).reshape(height, -1) != _row_words(last).reshape(height, -1))
+            .any(axis=1))
+        channels = (self._rows.shape[1] - 1) // a.shape[1]
+        if a.shape[2] == 4 and changed.size and _opaque(a[changed]) != (channels == 4):
+            return None
+        return changed
+
+    def _refilter(self, a, changed):
+        """Take the rows ``changed`` of ``a`` in: filter them and the row below each again;
+        return the indices of the bands that hold them."""
+        height = a.shape[0]
+        channels = (self._rows.shape[1] - 1) // a.shape[1]
+        redo = np.union1d(changed, changed[changed + 1 < height] + 1)  # sorted rows
+        if 2 * changed.size > height:  # most rows: one pass over the frame, no gathers
+            np.copyto(self._pixels, a)
+            flat = self._pixels[:, :, :channels].reshape(height, -1)
+            self._rows[0, 1:] = flat[0]
+            np.subtract(flat[1:], flat[:-1], out=self._rows[1:, 1:])
+        else:
+            self._pixels[changed] = a[changed]
+
+            def flat(rows):  # (len(rows), w * channels): those rows as the PNG stores them
+                return self._pixels[rows][:, :, :channels].reshape(len(rows), -1)
+
+            above = redo[redo > 0]
+            self._rows[above, 1:] = flat(above) - flat(above - 1)  # uint8: modulo 256
+            if redo[0] == 0:
+                self._rows[0, 1:] = flat([0])[0]
+        return np.unique(redo // BAND_ROWS).tolist()
+
+
+def _checked(pixels, level):
+    """``pixels`` as an (h, w, 3|4) uint8 array, and ``level``, checked (:func:`rgb_png`)."""
+    a = np.asarray(pixels)
+    if a.dtype != np.uint8 or a.ndim != 3 or a.shape[2] not in (3, 4) or 0 in a.shape[:2]:
+        raise ValueError(f"pixels must be an (h, w, 3) or (h, w, 4) uint8 array with h, w >= 1, "
+                         f"got shape {a.shape} and dtype {a.dtype}")
+    if not (isinstance(level, int) and 0 <= level <= 9):
+        raise ValueError(f"level must be an int from 0 to 9, got {level!r}")
+    return a
+
+
+def _row_words(a):
+    """The (h, w, c) uint8 array ``a`` seen as rows of the widest unsigned integers that
+    divide a row's bytes (a comparison of rows reads 8 bytes at a time where it can)."""
+    height, row_bytes = a.shape[0], a.shape[1] * a.shape[2]
+    a = np.ascontiguousarray(a).reshape(height, row_bytes)
+    for size in (8, 4, 2):
+        if row_bytes % size == 0:
+            return a.view(f"<u{size}")
+    return a
+
+
+#: Adler-32's modulus (RFC 1950).
+_ADLER_BASE = 65521
+
+
+def adler32_combine(first, second, length):
+    """Adler-32 of two byte strings joined, from the Adler-32 of each and the second's length
+    (zlib's ``adler32_combine``, which Python's zlib module does not offer).
+
+    Parameters
+    ----------
+    first, second : int
+        ``zlib.adler32`` of the first and of the second string.
+    length : int
+        The second string's length in bytes.
+
+    Returns
+    -------
+    int
+        ``zlib.adler32(first_string + second_string)``.
+    """
+    rem = length % _ADLER_BASE
+    a1, b1 = first & 0xFFFF, first >> 16
+    a2, b2 = second & 0xFFFF, second >> 16
+    a = (a1 + a2 - 1) % _ADLER_BASE
+    b = (rem * a1 + b1 + b2 - rem) % _ADLER_BASE
+    return (b << 16) | a
 
 
 #: PNG's filter type 2: each byte minus the one above it.
@@ -161,36 +254,13 @@ UP_FILTER = 2
 
 
 def _opaque(rgba):
-    """Whether the (h, w, 4) uint8 pixels' fourth channel is 255 everywhere: the AND of all
-    their 64-bit words (two pixels each) has both alpha bytes 255 exactly when every pixel's
-    is (one pass, no array made; a strided or odd-sized array is checked channel by channel)."""
-    if not rgba.flags.c_contiguous or rgba.size % 8:
+    """Whether the (h, w, 4) uint8 pixels' fourth channel is 255 everywhere (one pass over
+    32-bit words: alpha is their top byte on a little-endian machine, the lowest otherwise)."""
+    if not rgba.flags.c_contiguous:
         return bool((rgba[:, :, 3] == 255).all())
-    alpha = 0xFF000000FF000000 if sys.byteorder == "little" else 0x000000FF000000FF
-    return int(np.bitwise_and.reduce(rgba.reshape(-1).view(np.uint64))) & alpha == alpha
-
-
-#: Adler-32's modulus.
-_ADLER_BASE = 65521
-
-
-def adler32_combine(first, second, length):
-    """The Adler-32 of two byte strings joined, from each one's Adler-32 and the second's
-    ``length`` (zlib's ``adler32_combine``, which Python's zlib does not offer): a frame's
-    checksum from its bands' sums, only the changed bands summed again.
-
-    Examples
-    --------
-    >>> a, b = b"attention ", b"is all you need"
-    >>> adler32_combine(zlib.adler32(a), zlib.adler32(b), len(b)) == zlib.adler32(a + b)
-    True
-    """
-    rem = length % _ADLER_BASE
-    low = first & 0xFFFF
-    high = (rem * low) % _ADLER_BASE
-    low += (second & 0xFFFF) + _ADLER_BASE - 1
-    high += (first >> 16) + (second >> 16) + _ADLER_BASE - rem
-    return (low % _ADLER_BASE) | ((high % _ADLER_BASE) << 16)
+    words = rgba.view(np.uint32)
+    alpha = np.uint32(0xFF000000 if sys.byteorder == "little" else 0xFF)
+    return bool(((words & alpha) == alpha).all())
 
 
 #: The first bytes of a raw frame (:func:`raw_rgb`): never those of a PNG.

@@ -5,6 +5,7 @@ nothing is trained or computed on a change but a few lines."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 import ipywidgets as W
@@ -23,17 +24,26 @@ STATES = (8, 16)
 MAX_TOKENS = 3 * PAIRS[-1]
 
 
+def _read_only(a):
+    a.flags.writeable = False
+    return a
+
+
+@functools.lru_cache(maxsize=len(STATES))
 def accuracies(d_state, n_heads=1):
-    """Mixer -> (len(PAIRS),) stored accuracies at ``d_state``."""
+    """Mixer -> (len(PAIRS),) stored accuracies at ``d_state`` (cached: read-only arrays)."""
     _, runs = load_recall_runs()
-    return {mx: np.array([runs[(mx, m, d_state, n_heads)]["accuracy"] for m in PAIRS])
+    return {mx: _read_only(np.array([runs[(mx, m, d_state, n_heads)]["accuracy"]
+                                     for m in PAIRS]))
             for mx in MIXERS}
 
 
+@functools.lru_cache(maxsize=len(MIXERS))
 def rewrites(mixer):
     """The stored rewrite test for ``mixer``, means over its seeds: ``(setting, accuracy on
     the rewritten keys, accuracy on all queries, the same with fresh keys instead)``;
-    ``setting`` a dict of ``pairs``, ``n_updates``, ``d_state``, ``seeds``."""
+    ``setting`` a dict of ``pairs``, ``n_updates``, ``d_state``, ``seeds`` (cached: do not
+    change it)."""
     _, runs = load_recall_runs(group="updates")
     over = [r for (mx, kind, _), r in runs.items() if mx == mixer and kind == "overwrite"]
     fresh = [r for (mx, kind, _), r in runs.items() if mx == mixer and kind == "new_keys"]
@@ -43,20 +53,22 @@ def rewrites(mixer):
             float(np.mean([r["accuracy"] for r in fresh])))
 
 
+@functools.lru_cache(maxsize=len(MIXERS) * len(STATES))
 def memory(mixer, d_state):
     """Numbers kept after each of ``MAX_TOKENS`` tokens: ``(softmax, mixer)``, each
     ``(MAX_TOKENS,)`` float (one call of ``recall_state_floats`` each, on every length at
-    once)."""
+    once; cached: read-only arrays)."""
     t = np.arange(1, MAX_TOKENS + 1)
     soft = recall_state_floats(RecallConfig("softmax", d_state), t).astype(float)
     mine = np.broadcast_to(recall_state_floats(RecallConfig(mixer, d_state), t), t.shape)
-    return soft, mine.astype(float)
+    return _read_only(soft), _read_only(mine.astype(float))
 
 
 class RecallExplorer(Explorer):
     """Mixer, pairs and state size: recall accuracy against pairs, memory against tokens."""
 
     title = "recall and state size"
+    updates_use_blas = False  # a change reads stored runs and draws
 
     def __init__(self, mixer="linear", pairs=16, d_state=8):
         mixer = check_option(mixer, "mixer", MIXERS)
@@ -104,9 +116,11 @@ class RecallExplorer(Explorer):
             f'keys <span data-k="rewritten">{rewritten:.2f}</span>, on all queries '
             f'<span data-k="with_rewrites">{with_rewrites:.2f}</span>; fresh keys in their place '
             f'<span data-k="fresh_keys">{fresh:.2f}</span></div>')
-        self._show(self.canvas, [*self.art.lines.values(), self.art.marker,
-                                 self.art.memory_softmax, self.art.memory_method],
-                   static_key=d_state)
+        # the lines change with the mixer and the state size only: a new number of pairs
+        # moves the marker over the frame's last lines (one layer kept by the canvas)
+        self._show(self.canvas, [*self.art.lines.values(), self.art.memory_softmax,
+                                 self.art.memory_method],
+                   over=[self.art.marker], layer_key=(mixer, d_state))
         self._last_key = key
 
     def shown(self):

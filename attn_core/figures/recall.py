@@ -20,7 +20,7 @@ from .base import (
 
 __all__ = ["RecallArtists", "recall_figure", "update_recall_figure"]
 
-FIGSIZE = (9.6, 3.5)
+FIGSIZE = (7.2, 2.8)
 #: One colour per mixer, in the order of ``attn_core.nn.recall_model.MIXERS``.
 COLORS = (OKABE_ITO["black"], OKABE_ITO["orange"], OKABE_ITO["sky_blue"], OKABE_ITO["blue"],
           OKABE_ITO["vermillion"])
