@@ -173,3 +173,31 @@ def test_the_heads_mosaic_titles_and_labels_are_light_on_the_dark_page():
     cells = notes.image_boxes(ex.figure) == []  # the mosaic is themed: no box kept as it is
     colourful = (light.max(-1).astype(int) - light.min(-1)) > 60
     assert cells and np.array_equal(dark[colourful], light[colourful])
+
+
+def test_a_frame_mostly_redrawn_is_converted_by_its_crop_and_stays_right():
+    """When most of a frame without images changes (the heads mosaic redrawn), the changed
+    rectangle is converted whole (faster than pixel by pixel there), to the same pixels."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(3, 2), dpi=60)
+    FigureCanvasAgg(fig)
+    ax = fig.add_axes((0, 0, 1, 1))
+    patch = ax.fill_between([0, 0.9], 0, 1, color="tab:blue")
+    ax.set_xlim(0, 1), ax.set_ylim(0, 1)
+    agg, frames = fig.canvas, notes.DarkFrames()
+    for color in ("tab:blue", "tab:orange", "white", "0.3"):
+        patch.set_color(color)
+        agg.draw()
+        buf = np.asarray(agg.buffer_rgba())
+        before = None if frames._light is None else frames._light.copy()
+        png = frames.png(agg)
+        light = np.array(buf[..., :3])
+        np.testing.assert_array_equal(_pixels(png), notes.dark_rgb(
+            light, np.zeros(light.shape[:2], bool)), err_msg=color)
+        if before is not None:
+            words = np.ascontiguousarray(buf).view(np.uint32)[..., 0]
+            changed = int((words != before).sum())
+            assert changed * notes._GREYS_SHARE >= words.size  # most of the frame
+            assert frames.converted > changed  # by the crop, not pixel by pixel
