@@ -378,11 +378,10 @@ class DarkFrames:
             if rows.size == 0:
                 self.converted = 0
                 return self._png
-            at = (np.flatnonzero(changed[rows[0]:rows[-1] + 1]) + rows[0] * width
-                  if not boxes else None)
-            if at is not None and at.size * _GREYS_SHARE < changed.size:
+            if not boxes and np.count_nonzero(changed) * _GREYS_SHARE < changed.size:
                 # no image, and a part of the frame changed: each pixel's dark colour is its
                 # light colour's (most of the frame: the crop's conversion is faster)
+                at = np.flatnonzero(changed[rows[0]:rows[-1] + 1]) + rows[0] * width
                 self._dark.reshape(-1, 3)[at] = dark_greys(rgba.reshape(-1, 4)[at, :3])
                 self._light.reshape(-1)[at] = words.reshape(-1)[at]
                 self.converted = at.size

@@ -142,13 +142,12 @@ def measures(params, config, ids, labels, ablate=None, induction=True):
     ids, labels = _check_batch(config, ids, labels)
     logits, weights = gpt_forward(params, config, ids[:, :-1], ablate)
     losses = next_token_losses(logits, ids)  # (batch, n - 1)
-    lab = np.asarray(labels)[:, 1:]
     m = losses.shape[-1]
     prev = np.array([previous_token_score(w).mean(axis=0) for w in weights])
     ind = (np.array([induction_score(w, ids[:, None, :-1]).mean(axis=0) for w in weights])
            if induction else None)
-    return dict(first=float(losses[lab == FIRST].mean()),
-                second=float(losses[lab == SECOND].mean()),
+    first, second = _copy_means(losses, labels)
+    return dict(first=first, second=second,
                 icl=float(icl_score(losses, early=slice(1, 5), late=slice(m - 4, m)).mean()),
                 prev=prev, induction=ind, weights=weights)
 
@@ -159,7 +158,12 @@ def copy_losses(params, config, ids, labels, ablate=None):
     any mixer's model is measured (a gated-delta layer's weights are not maps)."""
     ids, labels = _check_batch(config, ids, labels)
     logits, _ = gpt_forward(params, config, ids[:, :-1], ablate)
-    losses = next_token_losses(logits, ids)  # (batch, n - 1)
+    return _copy_means(next_token_losses(logits, ids), labels)
+
+
+def _copy_means(losses, labels):
+    """Mean of the (batch, n - 1) next-token ``losses`` over the first copy's and over the
+    second copy's tokens (``labels`` (batch, n), the prediction of token t + 1 at t)."""
     lab = np.asarray(labels)[:, 1:]
     return float(losses[lab == FIRST].mean()), float(losses[lab == SECOND].mean())
 
